@@ -1,0 +1,40 @@
+# From a fresh clone: `make run` starts the service, `make test` runs lint and every test.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
+EXTRA ?= cpu
+
+.PHONY: run test lint format bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "gpuq needs Python 3.11 or newer (PYTHON=$(PYTHON))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==26.3
+
+$(VENV)/.installed-$(EXTRA): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[$(EXTRA)]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-$(EXTRA)
+	$(BIN)/pip install --quiet -e '.[$(EXTRA),dev]'
+	touch $@
+
+run: $(VENV)/.installed-$(EXTRA)
+	$(BIN)/gpuq serve
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache

@@ -1,0 +1,101 @@
+"""Refuses at submit what can never run on this box, naming the field and the problem."""
+
+import os
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from service.errors import Invalid
+from service.models import Gpu
+from service.spec import JobSpec, NpzData
+
+MIN_CAP_ABOVE_HEADROOM_MB = 256
+
+
+def check(spec: JobSpec, gpus: Sequence[Gpu], headroom_mb: int) -> None:
+    """Raises `Invalid` if `spec` could never be placed here or its data cannot be read."""
+    _check_resources(spec, gpus, headroom_mb)
+    if isinstance(spec.keras.data, NpzData):
+        _check_npz(spec.keras.data)
+
+
+def _check_resources(spec: JobSpec, gpus: Sequence[Gpu], headroom_mb: int) -> None:
+    res = spec.resources
+    by_index = {g.index: g for g in gpus}
+    known = ", ".join(str(i) for i in sorted(by_index)) or "none"
+    if res.gpu_ids is not None:
+        unknown = [i for i in res.gpu_ids if i not in by_index]
+        if unknown:
+            raise Invalid(
+                ("body", "resources", "gpu_ids"),
+                f"no GPU with index {', '.join(map(str, unknown))} on this box (GPUs: {known})",
+            )
+    elif res.gpu_count > len(gpus):
+        raise Invalid(
+            ("body", "resources", "gpus"),
+            f"{res.gpu_count} GPUs requested but this box has {len(gpus)}",
+        )
+    if res.memory_mb is None or res.gpu_count == 0:
+        return
+    loc = ("body", "resources", "memory_mb")
+    floor = headroom_mb + MIN_CAP_ABOVE_HEADROOM_MB
+    if res.memory_mb < floor:
+        raise Invalid(
+            loc,
+            f"{res.memory_mb} MiB is too small: {headroom_mb} MiB of it is kept for the CUDA "
+            f"context and workspaces, so ask for at least {floor} MiB",
+        )
+    candidates = [by_index[i] for i in res.gpu_ids] if res.gpu_ids else list(by_index.values())
+    big_enough = [g for g in candidates if g.memory_total_mb >= res.memory_mb]
+    if len(big_enough) < res.gpu_count:
+        largest = max((g.memory_total_mb for g in candidates), default=0)
+        raise Invalid(
+            loc, f"{res.memory_mb} MiB per GPU is more than a GPU here has ({largest} MiB)"
+        )
+
+
+def _check_npz(data: NpzData) -> None:
+    loc = ("body", "keras", "data", "path")
+    path = Path(data.path)
+    if not path.is_absolute():
+        raise Invalid(loc, f"{data.path!r} must be an absolute path on the gpuq host")
+    if not path.is_file():
+        raise Invalid(loc, f"{data.path!r} does not exist or is not a file")
+    if not os.access(path, os.R_OK):
+        raise Invalid(loc, f"{data.path!r} is not readable by the gpuq service")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            shapes = {}
+            for field, key in (("x", data.x), ("y", data.y)):
+                if f"{key}.npy" not in names:
+                    have = ", ".join(sorted(n.removesuffix(".npy") for n in names)) or "none"
+                    raise Invalid(
+                        ("body", "keras", "data", field),
+                        f"array {key!r} is not in {data.path!r} (arrays: {have})",
+                    )
+                with archive.open(f"{key}.npy") as member:
+                    shapes[field] = _npy_shape(member)
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise Invalid(loc, f"{data.path!r} is not a readable .npz file: {exc}") from exc
+    x_shape, y_shape = shapes["x"], shapes["y"]
+    if len(x_shape) < 2 or x_shape[0] == 0:
+        raise Invalid(("body", "keras", "data", "x"), f"x must be (samples, features), got {x_shape}")
+    if not y_shape or y_shape[0] != x_shape[0]:
+        raise Invalid(
+            ("body", "keras", "data", "y"),
+            f"y has shape {y_shape} but x has {x_shape[0]} samples",
+        )
+
+
+def _npy_shape(member: IO[bytes]) -> tuple[int, ...]:
+    """The array shape from a .npy header, without reading the data."""
+    version = np.lib.format.read_magic(member)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(member)[0]
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(member)[0]
+    raise ValueError(f"unsupported .npy format version {version}")

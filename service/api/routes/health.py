@@ -1,0 +1,22 @@
+"""`/healthz`: liveness, including the scheduler thread."""
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from service.api.deps import ServiceDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz(service: ServiceDep) -> JSONResponse:
+    """200 while the API and the scheduler are alive, 503 otherwise."""
+    scheduler = service.scheduler
+    alive = scheduler.alive()
+    body = {
+        "status": "ok" if alive else "scheduler stopped",
+        "gpus": len(service.board.inventory.devices),
+        "simulated_gpus": service.board.inventory.simulated,
+        "running_jobs": len(scheduler.watches),
+    }
+    return JSONResponse(body, status_code=200 if alive else 503)

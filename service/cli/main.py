@@ -1,0 +1,168 @@
+"""The `gpuq` command: `serve` runs the service; the rest talk to it over HTTP."""
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from service.cli import tables
+from service.cli.client import ApiError, Client
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.gpus.inventory import InventoryError
+    from service.runtime import Service
+    from service.scheduler.loop import SchedulerLocked
+    from service.settings import Settings
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        service = Service.open(settings)
+    except (InventoryError, SchedulerLocked) as exc:
+        print(f"gpuq: {exc}", file=sys.stderr)
+        return 1
+    logging.getLogger("gpuq").info(
+        "state in %s, database %s, %d GPU(s)%s; API on http://%s:%d (docs at /docs)",
+        settings.home.resolve(), settings.db_url, len(service.board.inventory.devices),
+        " (simulated)" if service.board.inventory.simulated else "", settings.host, settings.port,
+    )
+    try:
+        uvicorn.run(create_app(settings, service), host=settings.host, port=settings.port,
+                    log_level=settings.log_level.lower())
+    finally:
+        service.close()
+    return 0
+
+
+def load_spec(path: str) -> Any:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return yaml.safe_load(text)
+
+
+def cmd_submit(args: argparse.Namespace, client: Client) -> int:
+    try:
+        spec = load_spec(args.file)
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"gpuq: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    job = client.json("POST", "/v1/jobs", json=spec, headers=headers)
+    if args.json:
+        _print_json(job)
+    else:
+        print(f"submitted job {job['id']} ({job['name']}): {job['status']}")
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.status:
+        params["status"] = args.status
+    if args.owner:
+        params["owner"] = args.owner
+    page = client.json("GET", "/v1/jobs", params=params)
+    if args.json:
+        _print_json(page)
+    else:
+        print(tables.jobs_table(page["jobs"]) if page["jobs"] else "no jobs")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, client: Client) -> int:
+    job = client.json("GET", f"/v1/jobs/{args.id}")
+    _print_json(job) if args.json else print(tables.job_summary(job))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace, client: Client) -> int:
+    params: dict[str, Any] = {}
+    if args.tail:
+        params["tail"] = args.tail
+    if args.follow:
+        for chunk in client.stream(f"/v1/jobs/{args.id}/logs", follow="true", **params):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return 0
+    sys.stdout.write(client.request("GET", f"/v1/jobs/{args.id}/logs", params=params).text)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace, client: Client) -> int:
+    job = client.json("POST", f"/v1/jobs/{args.id}/cancel")
+    if args.json:
+        _print_json(job)
+    elif job["status"] == "cancelled":
+        print(f"job {job['id']} cancelled")
+    else:
+        print(f"job {job['id']} is stopping (SIGTERM sent; SIGKILL after the grace period)")
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace, client: Client) -> int:
+    gpus = client.json("GET", "/v1/gpus")
+    _print_json(gpus) if args.json else print(tables.gpus_table(gpus))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuq", description="Share a GPU workstation for training.")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the API and the scheduler")
+    serve.add_argument("--host", help="bind address (default GPUQ_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default GPUQ_PORT or 8000)")
+    submit = sub.add_parser("submit", help="submit a job spec (JSON or YAML file, - for stdin)")
+    submit.add_argument("file")
+    submit.add_argument("--idempotency-key", help="replaying the same key returns the same job")
+    ls = sub.add_parser("ls", help="list jobs, newest first")
+    ls.add_argument("--status", action="append", help="only this state (repeatable)")
+    ls.add_argument("--owner")
+    ls.add_argument("--limit", type=int, default=50)
+    show = sub.add_parser("show", help="one job in detail")
+    show.add_argument("id", type=int)
+    logs = sub.add_parser("logs", help="a job's output")
+    logs.add_argument("id", type=int)
+    logs.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+    logs.add_argument("--tail", type=int, help="only the last N lines")
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("id", type=int)
+    sub.add_parser("gpus", help="GPUs, their memory and jobs")
+    for name in ("submit", "ls", "show", "cancel", "gpus"):
+        sub.choices[name].add_argument("--json", action="store_true", help="print raw JSON")
+    return p
+
+
+COMMANDS = {
+    "submit": cmd_submit, "ls": cmd_ls, "show": cmd_show, "logs": cmd_logs,
+    "cancel": cmd_cancel, "gpus": cmd_gpus,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    try:
+        return COMMANDS[args.command](args, Client())
+    except ApiError as exc:
+        print(f"gpuq: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

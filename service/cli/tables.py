@@ -1,0 +1,90 @@
+"""Plain-text tables and summaries for the CLI."""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
+
+
+def progress_text(job: dict[str, Any]) -> str:
+    p = job.get("progress") or {}
+    if not p.get("epoch"):
+        return ""
+    text = f"epoch {p['epoch']}/{p['epochs']}"
+    if p.get("fraction") is not None:
+        text += f" {100 * p['fraction']:.0f}%"
+    return text
+
+
+def jobs_table(jobs: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        (
+            j["id"],
+            j["name"],
+            j["owner"],
+            j["status"],
+            ",".join(map(str, j["assigned_gpus"])) or "-",
+            progress_text(j) or (j.get("reason") or ""),
+            _when(j["created_at"]),
+        )
+        for j in jobs
+    ]
+    return table(["ID", "NAME", "OWNER", "STATUS", "GPUS", "PROGRESS/REASON", "SUBMITTED"], rows)
+
+
+def gpus_table(gpus: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        (
+            g["index"],
+            g["name"] + (" (sim)" if g.get("simulated") else ""),
+            g["state"],
+            f"{g['memory_used_mb']}/{g['memory_total_mb']}",
+            g["memory_free_mb"],
+            ", ".join(
+                f"{a['job_id']}" + (f":{a['memory_mb']}" if a["memory_mb"] else ":whole")
+                for a in g["allocations"]
+            )
+            or "-",
+        )
+        for g in gpus
+    ]
+    return table(["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "JOBS (MiB)"], rows)
+
+
+def job_summary(job: dict[str, Any]) -> str:
+    lines = [
+        f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
+        f"  GPUs: {','.join(map(str, job['assigned_gpus'])) or '-'}"
+        + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
+        + (f", {job['num_replicas']} replicas" if job.get("num_replicas") else ""),
+    ]
+    if job.get("wait_reason"):
+        lines.append(f"  waiting: {job['wait_reason']}")
+    if progress_text(job):
+        p = job["progress"]
+        extra = [f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else ""]
+        extra.append(f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else "")
+        lines.append(f"  progress: {progress_text(job)} " + " ".join(e for e in extra if e))
+    if job.get("metrics"):
+        metrics = ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items())
+        lines.append(f"  metrics: {metrics}")
+    if job.get("reason"):
+        lines.append(f"  reason: {job['reason']}: {job.get('message') or ''}")
+    for key in ("created_at", "started_at", "running_at", "finished_at"):
+        if job.get(key):
+            lines.append(f"  {key.removesuffix('_at')}: {_when(job[key])}")
+    if job.get("log_tail"):
+        lines.append("  last log lines:")
+        lines.extend(f"    {line}" for line in job["log_tail"][-10:])
+    return "\n".join(lines)
+
+
+def _when(value: str) -> str:
+    return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,27 @@
+"""Domain errors; `service.api.errors` maps each family to its HTTP status once."""
+
+
+class GpuqError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(GpuqError):
+    status_code = 404
+
+
+class Conflict(GpuqError):
+    status_code = 409
+
+
+class Invalid(GpuqError):
+    """A request that can never be served; `loc` names the offending field."""
+
+    status_code = 422
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc

@@ -1,0 +1,114 @@
+"""The GPUs as gpuq sees them: stored identity, allocations, live memory, foreign use."""
+
+import logging
+import os
+from collections.abc import Iterable
+
+from sqlmodel import Session, col, select
+
+from service.db import Database
+from service.gpus.inventory import Inventory
+from service.gpus.nvml import DeviceReading
+from service.models import Allocation, AllocationPublic, ForeignProcess, Gpu, GpuPublic
+from service.scheduler.placement import GpuSlot, Held
+
+log = logging.getLogger(__name__)
+
+
+def sync(db: Database, inventory: Inventory) -> None:
+    """Stores the discovered GPUs by index (their identity outlives a restart)."""
+    present = {d.index for d in inventory.devices}
+    with db.write() as session:
+        for gone in session.exec(select(Gpu).where(col(Gpu.index).not_in(present))).all():
+            if session.exec(select(Allocation).where(Allocation.gpu_index == gone.index)).first():
+                log.warning("GPU %d is gone from the inventory but still allocated", gone.index)
+            else:
+                session.delete(gone)
+        for d in inventory.devices:
+            row = session.get(Gpu, d.index) or Gpu(index=d.index, uuid=d.uuid, name=d.name,
+                                                     memory_total_mb=d.memory_total_mb)
+            row.uuid, row.name = d.uuid, d.name
+            row.memory_total_mb, row.simulated = d.memory_total_mb, inventory.simulated
+            session.add(row)
+
+
+def _process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def foreign_processes(reading: DeviceReading, job_groups: set[int]) -> list[ForeignProcess]:
+    """Processes on a GPU outside every gpuq job's process group."""
+    return [
+        ForeignProcess(pid=p.pid, memory_mb=p.memory_mb)
+        for p in reading.processes
+        if _process_group(p.pid) not in job_groups
+    ]
+
+
+class Board:
+    """Reads GPUs and allocations together; the live part comes from NVML when real."""
+
+    def __init__(self, db: Database, inventory: Inventory) -> None:
+        self.db = db
+        self.inventory = inventory
+
+    def readings(self) -> dict[int, DeviceReading]:
+        if self.inventory.probe is None:
+            return {}
+        return {r.index: r for r in self.inventory.probe.read()}
+
+    def load(self, session: Session) -> tuple[list[Gpu], list[Allocation]]:
+        present = [d.index for d in self.inventory.devices]
+        query = select(Gpu).where(col(Gpu.index).in_(present)).order_by(Gpu.index)
+        gpus = list(session.exec(query).all())
+        return gpus, list(session.exec(select(Allocation)).all())
+
+    def slots(self, session: Session, job_groups: set[int]) -> tuple[list[GpuSlot], list[Held]]:
+        """What placement needs: each GPU with its foreign memory, and every hold on them."""
+        gpus, allocations = self.load(session)
+        readings = self.readings()
+        slots = []
+        for gpu in gpus:
+            reading = readings.get(gpu.index)
+            foreign = 0 if reading is None else sum(
+                p.memory_mb for p in foreign_processes(reading, job_groups)
+            )
+            slots.append(GpuSlot(gpu.index, gpu.memory_total_mb, foreign))
+        held = [Held(a.job_id, a.gpu_index, a.memory_mb) for a in allocations]
+        return slots, held
+
+    def describe(self, job_groups: Iterable[int]) -> list[GpuPublic]:
+        """The `GET /v1/gpus` view."""
+        with self.db.read() as session:
+            gpus, allocations = self.load(session)
+        readings = self.readings()
+        groups = set(job_groups)
+        views = []
+        for gpu in gpus:
+            mine = [a for a in allocations if a.gpu_index == gpu.index]
+            reading = readings.get(gpu.index)
+            if reading is not None:
+                used = reading.memory_used_mb
+                foreign = foreign_processes(reading, groups)
+            else:  # simulated: what the jobs on it declared
+                used = sum(gpu.memory_total_mb if a.memory_mb is None else a.memory_mb for a in mine)
+                foreign = []
+            used = min(used, gpu.memory_total_mb)
+            views.append(
+                GpuPublic(
+                    index=gpu.index,
+                    uuid=gpu.uuid,
+                    name=gpu.name,
+                    memory_total_mb=gpu.memory_total_mb,
+                    memory_used_mb=used,
+                    memory_free_mb=gpu.memory_total_mb - used,
+                    state="in_use" if mine else "free",
+                    simulated=gpu.simulated,
+                    allocations=[AllocationPublic(job_id=a.job_id, memory_mb=a.memory_mb) for a in mine],
+                    foreign_processes=foreign,
+                )
+            )
+        return views

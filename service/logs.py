@@ -1,0 +1,50 @@
+"""Reading a job's `output.log`: whole, from a byte offset, the last N lines, or followed."""
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+MAX_LOG_BYTES = 16 * 1024 * 1024
+FOLLOW_POLL_S = 0.25
+CHUNK_BYTES = 64 * 1024
+
+
+def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> bytes:
+    """The log from `offset` (at most 16 MiB), or its last `tail` lines."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            if tail is not None:
+                start = max(0, size - MAX_LOG_BYTES)
+                f.seek(start)
+                lines = f.read().splitlines(keepends=True)
+                return b"".join(lines[-tail:])
+            f.seek(min(offset, size))
+            return f.read(MAX_LOG_BYTES)
+    except FileNotFoundError:
+        return b""
+
+
+async def follow_log(
+    path: Callable[[], Path | None], ended: Callable[[], bool], offset: int = 0
+) -> AsyncIterator[bytes]:
+    """Streams the log as it grows; stops once `ended()` and everything was sent.
+
+    `path` is asked again each time, since a queued job has no log until it starts.
+    """
+    while True:
+        # Read the state before draining, so nothing written just before the end is missed.
+        finished = await asyncio.to_thread(ended)
+        current = await asyncio.to_thread(path)
+        if current is not None:
+            try:
+                with open(current, "rb") as f:
+                    f.seek(offset)
+                    while chunk := f.read(CHUNK_BYTES):
+                        offset += len(chunk)
+                        yield chunk
+            except FileNotFoundError:
+                pass
+        if finished:
+            return
+        await asyncio.sleep(FOLLOW_POLL_S)

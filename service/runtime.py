@@ -1,0 +1,36 @@
+"""Everything `gpuq serve` holds open: database, GPU inventory, scheduler."""
+
+from dataclasses import dataclass
+
+from service import migrate
+from service.db import Database
+from service.gpus import board as gpu_board
+from service.gpus.board import Board
+from service.gpus.inventory import discover
+from service.scheduler.loop import Scheduler
+from service.settings import Settings
+
+
+@dataclass
+class Service:
+    settings: Settings
+    db: Database
+    board: Board
+    scheduler: Scheduler
+
+    @classmethod
+    def open(cls, settings: Settings) -> "Service":
+        """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble."""
+        settings.home.mkdir(parents=True, exist_ok=True)
+        inventory = discover(settings.gpus)
+        db = Database.open(settings.db_url)
+        migrate.upgrade(db)
+        gpu_board.sync(db, inventory)
+        board = Board(db, inventory)
+        scheduler = Scheduler(db, settings, board)
+        scheduler.start()
+        return cls(settings, db, board, scheduler)
+
+    def close(self) -> None:
+        self.scheduler.stop()
+        self.db.dispose()

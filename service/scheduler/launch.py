@@ -1,0 +1,64 @@
+"""Starts a placed job: its run directory, spec.json, environment, and a detached runner."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from service.spec import JobSpec
+from worker.rundir import RunDir, write_json_atomic
+from worker.runspec import Devices, RunSpec
+
+
+def devices_for(
+    spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int
+) -> Devices:
+    """The device plan a worker applies: mode, count and TensorFlow's cap per GPU."""
+    res = spec.resources
+    if not indices:
+        return Devices(mode="cpu", count=0, indices=[])
+    limit = None
+    if res.memory_mb is not None and not res.memory_growth:
+        limit = res.memory_mb - headroom_mb
+    return Devices(
+        mode="sim" if simulated else "gpu",
+        count=len(indices),
+        indices=indices,
+        memory_limit_mb=limit,
+        memory_growth=res.memory_growth,
+    )
+
+
+def worker_env(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[str, str]:
+    """The runner's environment: the service's, minus gpuq's own settings, plus the GPUs."""
+    env = {k: v for k, v in base.items() if not k.startswith("GPUQ_")}
+    env.update(
+        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in run.devices.indices),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        GPUQ_JOB_ID=str(run.job_id),
+        GPUQ_ATTEMPT=str(run.attempt),
+        GPUQ_RUN_DIR=str(run_dir.path),
+        GPUQ_EVENTS=str(run_dir.events),
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if run.devices.memory_limit_mb is not None:
+        # The async allocator ignores TensorFlow's per-device limit: it would lift the cap.
+        env.pop("TF_GPU_ALLOCATOR", None)
+    return env
+
+
+def launch(run: RunSpec, run_dir: RunDir) -> subprocess.Popen[bytes]:
+    """Writes the run directory and starts `worker.runner` in a session of its own."""
+    run_dir.create()
+    write_json_atomic(run_dir.spec, run.model_dump(mode="json"))
+    with open(run_dir.log, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker.runner", str(run_dir.path)],
+            env=worker_env(os.environ, run, run_dir),
+            cwd=run_dir.path,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

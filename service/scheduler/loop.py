@@ -1,0 +1,342 @@
+"""The scheduler: reconcile once at start, then `ingest → reap → enforce → place` on every wake.
+
+It wakes when a job is submitted or cancelled (`wake()`), when a runner exits (a waiter
+thread per child), and every `active_poll_s` while jobs run so progress keeps flowing.
+It never blocks on a child.
+"""
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from sqlalchemy import delete, update
+from sqlmodel import col, select
+
+from service.db import Database, utcnow
+from service.gpus.board import Board
+from service.jobs import transition
+from service.models import Allocation, Job
+from service.scheduler.ingest import apply_events, read_events
+from service.scheduler.launch import devices_for, launch
+from service.scheduler.outcome import classify
+from service.scheduler.placement import Placement, Request, plan
+from service.settings import Settings
+from service.spec import JobSpec
+from service.states import ACTIVE, JobStatus, Reason
+from worker.rundir import RunDir, read_json
+from worker.runner import process_start_ticks
+from worker.runspec import RunSpec
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 50
+
+
+class SchedulerLocked(RuntimeError):
+    """Another scheduler already runs against this state directory."""
+
+
+@dataclass
+class Watch:
+    """A launched job's runner, which leads its own process group."""
+
+    job_id: int
+    run: RunDir
+    pid: int
+    cpu_only: bool
+    offset: int = 0
+    proc: subprocess.Popen[bytes] | None = None  #: None for a runner adopted after a restart
+    start_ticks: int | None = None
+    killed: bool = False
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        ticks = process_start_ticks(self.pid) if self.pid > 0 else None
+        return ticks is not None and self.start_ticks in (None, ticks)
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.pid > 0:
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+class Scheduler:
+    def __init__(self, db: Database, settings: Settings, board: Board) -> None:
+        self.db = db
+        self.settings = settings
+        self.board = board
+        self.watches: dict[int, Watch] = {}
+        self.last_step_s = 0.0
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock: IO[bytes] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Takes the scheduler lock, reconciles the jobs left active, starts the loop thread."""
+        self._take_lock()
+        self.reconcile()
+        self._thread = threading.Thread(target=self._run, name="gpuq-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops scheduling; running jobs go on in their own sessions."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def job_groups(self) -> set[int]:
+        return {w.pid for w in list(self.watches.values())}
+
+    def _take_lock(self) -> None:
+        path: Path = self.settings.home / "scheduler.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "wb")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise SchedulerLocked(
+                f"another gpuq serve is already scheduling jobs from {self.settings.home}"
+            ) from None
+        self._lock = lock
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            began = time.monotonic()
+            try:
+                self.step()
+            except Exception:
+                log.exception("scheduler step failed; trying again")
+            self.last_step_s = time.monotonic() - began
+            poll = self.settings.active_poll_s if self.watches else self.settings.idle_poll_s
+            self._wake.wait(poll)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self.ingest()
+        self.reap()
+        self.enforce()
+        self.place()
+
+    def reconcile(self) -> None:
+        """Watches every job left starting/running; `reap` settles those whose runner is gone."""
+        with self.db.read() as session:
+            jobs = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
+        for job in jobs:
+            assert job.id is not None
+            run = RunDir.of(self.settings.runs_dir, job.id, job.attempt)
+            info = read_json(run.runner) or {}
+            watch = Watch(
+                job_id=job.id,
+                run=run,
+                pid=int(info.get("runner_pid") or job.runner_pid or 0),
+                cpu_only=job.gpu_count == 0,
+                offset=job.events_offset,
+                start_ticks=info.get("runner_start_ticks"),
+            )
+            self.watches[job.id] = watch
+            state = "re-adopted its live runner" if watch.alive() else "its runner is gone"
+            log.info("job %d: %s after a restart", job.id, state)
+
+    def ingest(self) -> None:
+        for watch in list(self.watches.values()):
+            self._ingest(watch)
+
+    def _ingest(self, watch: Watch) -> None:
+        events, offset = read_events(watch.run.events, watch.offset)
+        if offset == watch.offset:
+            return
+        with self.db.write() as session:
+            job = session.get(Job, watch.job_id)
+            if job is not None:
+                apply_events(session, job, events, offset)
+        watch.offset = offset
+
+    def reap(self) -> None:
+        """Judges every job whose runner has exited, and frees its GPUs."""
+        for watch in list(self.watches.values()):
+            if watch.alive():
+                continue
+            self._ingest(watch)
+            self._finish(watch)
+            del self.watches[watch.job_id]
+
+    def _finish(self, watch: Watch) -> None:
+        exit_info = read_json(watch.run.exit)
+        with self.db.write() as session:
+            job = session.get(Job, watch.job_id)
+            if job is None:
+                return
+            claimed = (job.reason.value, job.message or "") if job.reason else None
+            outcome = classify(
+                exit_info=exit_info,
+                worker_failure=claimed,
+                stop_reason=job.stop_reason,
+                time_limit_s=job.spec.get("time_limit_s"),
+            )
+            tail = [] if outcome.status == JobStatus.succeeded else _tail(watch.run.log)
+            transition(
+                session,
+                watch.job_id,
+                outcome.status,
+                reason=outcome.reason,
+                message=outcome.message,
+                exit_code=outcome.exit_code,
+                log_tail=tail,
+            )
+            session.execute(delete(Allocation).where(col(Allocation.job_id) == watch.job_id))
+        log.info(
+            "job %d: %s (%s) %s",
+            watch.job_id, outcome.status.value, outcome.reason or "-", outcome.message,
+        )
+
+    def enforce(self) -> None:
+        """Stops jobs that were cancelled or ran past their time limit: SIGTERM, then SIGKILL."""
+        if not self.watches:
+            return
+        now = utcnow()
+        with self.db.read() as session:
+            jobs = session.exec(select(Job).where(col(Job.id).in_(list(self.watches)))).all()
+        for job in jobs:
+            assert job.id is not None
+            watch = self.watches[job.id]
+            if job.stop_sent_at is None:
+                cause = None
+                limit = job.spec.get("time_limit_s")
+                if job.cancel_requested_at is not None:
+                    cause = Reason.cancelled_by_user
+                elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:
+                    cause = Reason.time_limit
+                if cause is not None:
+                    log.info("job %d: sending SIGTERM (%s)", job.id, cause.value)
+                    with self.db.write() as session:
+                        session.execute(
+                            update(Job)
+                            .where(col(Job.id) == job.id)
+                            .values(stop_reason=cause, stop_sent_at=now)
+                        )
+                    watch.signal(signal.SIGTERM)
+            elif not watch.killed and (now - job.stop_sent_at).total_seconds() >= self.settings.cancel_grace_s:
+                log.info("job %d: grace period over, sending SIGKILL", job.id)
+                watch.signal(signal.SIGKILL)
+                watch.killed = True
+
+    def place(self) -> None:
+        """Starts the queued jobs that fit now; records why the others wait."""
+        with self.db.read() as session:
+            queued = {
+                j.id: j for j in session.exec(select(Job).where(Job.status == JobStatus.queued))
+            }
+            if not queued:
+                return
+            slots, held = self.board.slots(session, self.job_groups())
+        cpu_busy = sum(w.cpu_only for w in self.watches.values())
+        requests = [
+            Request(
+                job_id=job_id,
+                priority=job.priority,
+                gpus=job.gpu_count,
+                gpu_ids=tuple(job.spec["resources"]["gpu_ids"] or ()) or None,
+                memory_mb=job.memory_mb,
+            )
+            for job_id, job in queued.items()
+            if job_id is not None
+        ]
+        result = plan(requests, slots, held, cpu_slots=self.settings.max_cpu_jobs - cpu_busy)
+        for placement in result.placements:
+            self._start(queued[placement.job_id], placement)
+        changed = {i: r for i, r in result.waiting.items() if queued[i].wait_reason != r}
+        if changed:
+            with self.db.write() as session:
+                for job_id, reason in changed.items():
+                    session.execute(
+                        update(Job)
+                        .where(col(Job.id) == job_id, Job.status == JobStatus.queued)
+                        .values(wait_reason=reason)
+                    )
+
+    def _start(self, job: Job, placement: Placement) -> None:
+        assert job.id is not None
+        attempt = job.attempt + 1
+        indices = list(placement.gpu_indices)
+        with self.db.write() as session:
+            claimed = transition(
+                session,
+                job.id,
+                JobStatus.starting,
+                assigned_gpus=indices,
+                attempt=attempt,
+                wait_reason=None,
+                events_offset=0,
+            )
+            if not claimed:  # cancelled meanwhile
+                return
+            for index in indices:
+                session.add(Allocation(job_id=job.id, gpu_index=index, memory_mb=placement.memory_mb))
+        spec = JobSpec.model_validate(job.spec)
+        devices = devices_for(
+            spec,
+            indices,
+            simulated=self.board.inventory.simulated,
+            headroom_mb=self.settings.gpu_headroom_mb,
+        )
+        run_dir = RunDir.of(self.settings.runs_dir, job.id, attempt)
+        try:
+            proc = launch(RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices), run_dir)
+        except OSError as exc:
+            log.error("job %d: could not start its runner: %s", job.id, exc)
+            with self.db.write() as session:
+                transition(
+                    session, job.id, JobStatus.failed, reason=Reason.launch_error,
+                    message=f"could not start the worker: {exc}",
+                )
+                session.execute(delete(Allocation).where(col(Allocation.job_id) == job.id))
+            return
+        with self.db.write() as session:
+            session.execute(update(Job).where(col(Job.id) == job.id).values(runner_pid=proc.pid))
+        self.watches[job.id] = Watch(job.id, run_dir, proc.pid, cpu_only=not indices, proc=proc)
+        threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
+        log.info(
+            "job %d: attempt %d started on GPUs %s (runner pid %d)",
+            job.id, attempt, indices or "none (CPU)", proc.pid,
+        )
+
+    def _await_exit(self, proc: subprocess.Popen[bytes]) -> None:
+        proc.wait()
+        self.wake()
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return text.splitlines()[-lines:]

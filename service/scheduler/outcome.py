@@ -1,0 +1,83 @@
+"""How a finished job is judged: its final state, reason and one-line explanation."""
+
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from service.states import JobStatus, Reason
+from worker.exitcodes import ExitCode
+
+HINTS = {
+    Reason.gpu_oom: "lower batch_size or raise memory_mb",
+    Reason.host_oom: "lower batch_size or use a smaller data set",
+    Reason.invalid_spec: "check the job spec against the API docs at /docs",
+    Reason.device_mismatch: "the GPUs may have changed; check `gpuq gpus`",
+}
+_CODE_REASONS = {
+    ExitCode.invalid_spec: Reason.invalid_spec,
+    ExitCode.device_mismatch: Reason.device_mismatch,
+    ExitCode.gpu_oom: Reason.gpu_oom,
+    ExitCode.host_oom: Reason.host_oom,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: JobStatus
+    reason: Reason | None
+    message: str
+    exit_code: int | None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def classify(
+    *,
+    exit_info: dict[str, Any] | None,
+    worker_failure: tuple[str, str] | None,
+    stop_reason: Reason | None,
+    time_limit_s: float | None,
+) -> Outcome:
+    """Judges a job from the runner's `exit.json`, the worker's own failure event (if any)
+    and whether the scheduler stopped it."""
+    code = exit_info.get("exit_code") if exit_info else None
+    if stop_reason == Reason.time_limit:
+        return Outcome(
+            JobStatus.timed_out,
+            Reason.time_limit,
+            f"stopped after reaching its time limit of {time_limit_s:g} s",
+            code,
+        )
+    if stop_reason == Reason.cancelled_by_user:
+        return Outcome(JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code)
+    if exit_info is None:
+        return Outcome(
+            JobStatus.failed,
+            Reason.worker_lost,
+            "the job's runner ended without recording an exit (killed, or the host restarted)",
+            None,
+        )
+    if code == 0:
+        return Outcome(JobStatus.succeeded, None, "trained and saved", 0)
+    if code is None:
+        number = int(exit_info.get("signal") or 0)
+        return Outcome(
+            JobStatus.failed,
+            Reason.signal,
+            f"the training process was killed by {_signal_name(number)}"
+            + ("; SIGKILL often means the host ran out of memory" if number == 9 else ""),
+            None,
+        )
+    reason = _CODE_REASONS.get(code, Reason.nonzero_exit)
+    detail = f"the training process exited with code {code}"
+    if worker_failure is not None:
+        claimed, detail = worker_failure
+        if claimed in Reason.__members__:
+            reason = Reason(claimed)
+    hint = HINTS.get(reason)
+    return Outcome(JobStatus.failed, reason, f"{detail}: {hint}" if hint else detail, code)

@@ -1,0 +1,39 @@
+"""Service settings, read from `GPUQ_*` environment variables."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GPUQ_", extra="ignore")
+
+    home: Path = Field(Path(".gpuq"), description="State directory: database, runs, locks.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; SQLite in `home`.")
+    gpus: str = Field("auto", description="`auto`, `nvml`, `sim:N` or `sim:NxMEM`.")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    cancel_grace_s: float = Field(30.0, ge=0, description="SIGTERM → SIGKILL grace period.")
+    gpu_headroom_mb: int = Field(
+        768, ge=0, description="Part of a job's memory_mb kept for CUDA context and workspaces."
+    )
+    max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
+    active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
+    idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")
+    log_level: str = "INFO"
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'gpuq.db'}"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

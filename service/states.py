@@ -1,0 +1,44 @@
+"""The job lifecycle: states, why a job ended, and which transitions are allowed."""
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    queued = "queued"  #: accepted, waiting for GPUs
+    starting = "starting"  #: launched; TensorFlow is initialising
+    running = "running"  #: the first training step was reported
+    succeeded = "succeeded"  #: exited 0
+    failed = "failed"  #: ended for a `reason` other than the user's or the clock's
+    cancelled = "cancelled"  #: stopped at a user's request
+    timed_out = "timed_out"  #: stopped by its `time_limit_s`
+
+
+class Reason(StrEnum):
+    nonzero_exit = "nonzero_exit"
+    signal = "signal"
+    gpu_oom = "gpu_oom"
+    host_oom = "host_oom"
+    memory_cap_exceeded = "memory_cap_exceeded"
+    worker_lost = "worker_lost"
+    invalid_spec = "invalid_spec"
+    launch_error = "launch_error"
+    device_mismatch = "device_mismatch"
+    cancelled_by_user = "cancelled_by_user"
+    time_limit = "time_limit"
+
+
+TERMINAL = frozenset(
+    {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled, JobStatus.timed_out}
+)
+ACTIVE = frozenset({JobStatus.starting, JobStatus.running})
+
+#: target state -> the states it may be reached from
+ALLOWED_FROM: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.queued: frozenset(),
+    JobStatus.starting: frozenset({JobStatus.queued}),
+    JobStatus.running: frozenset({JobStatus.starting}),
+    JobStatus.succeeded: ACTIVE,
+    JobStatus.failed: ACTIVE | {JobStatus.queued},
+    JobStatus.cancelled: ACTIVE | {JobStatus.queued},
+    JobStatus.timed_out: ACTIVE,
+}

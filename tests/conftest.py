@@ -1,0 +1,79 @@
+"""Shared fixtures: a real SQLite file and state directory per test, simulated GPUs."""
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service import migrate
+from service.api.app import create_app
+from service.db import Database
+from service.settings import Settings
+
+#: A Keras job small enough to train in a second or two once TensorFlow is up.
+TINY_KERAS = {
+    "model": {"builtin": "mlp", "hidden_units": [16]},
+    "data": {"source": "synthetic", "samples": 256, "features": 8},
+    "epochs": 2,
+    "batch_size": 64,
+    "metrics": ["mae"],
+}
+
+
+def job_spec(**overrides: Any) -> dict[str, Any]:
+    """A valid tiny job spec; keyword arguments replace top-level fields."""
+    spec: dict[str, Any] = {"name": "tiny", "keras": dict(TINY_KERAS), "resources": {"gpus": 1}}
+    keras = overrides.pop("keras", None)
+    if keras:
+        spec["keras"].update(keras)
+    spec.update(overrides)
+    return spec
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        home=tmp_path / "gpuq",
+        gpus="sim:2x8GiB",
+        cancel_grace_s=10,
+        active_poll_s=0.1,
+        idle_poll_s=0.5,
+    )
+
+
+@pytest.fixture
+def db(settings: Settings) -> Iterator[Database]:
+    database = Database.open(settings.db_url)
+    migrate.upgrade(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def wait_for(
+    client: TestClient,
+    job_id: int,
+    until: Callable[[dict[str, Any]], bool],
+    timeout_s: float = 90,
+) -> dict[str, Any]:
+    """Polls a job until `until(job)` holds; fails with the last state seen."""
+    deadline = time.monotonic() + timeout_s
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if until(job):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not get there in {timeout_s}s; last seen: {job}")
+
+
+def ended(job: dict[str, Any]) -> bool:
+    return job["status"] in {"succeeded", "failed", "cancelled", "timed_out"}

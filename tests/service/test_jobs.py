@@ -1,0 +1,94 @@
+import pytest
+
+from service import jobs
+from service.db import Database
+from service.errors import Conflict, Invalid
+from service.spec import JobSpec
+from service.states import JobStatus, Reason
+from tests.conftest import job_spec
+
+
+def make(db: Database, **overrides) -> int:
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), owner="ana")
+    assert job.id is not None
+    return job.id
+
+
+def move(db: Database, job_id: int, to: JobStatus, **values) -> bool:
+    with db.write() as session:
+        return jobs.transition(session, job_id, to, **values)
+
+
+def test_a_new_job_is_queued_with_a_utc_timestamp(db):
+    job = jobs.get_job(db, make(db))
+    assert job.status == JobStatus.queued
+    assert job.created_at.utcoffset().total_seconds() == 0
+
+
+def test_the_gate_follows_the_lifecycle_and_stamps_each_step(db):
+    job_id = make(db)
+    assert not move(db, job_id, JobStatus.running), "queued cannot jump to running"
+    assert move(db, job_id, JobStatus.starting)
+    assert move(db, job_id, JobStatus.running)
+    assert move(db, job_id, JobStatus.succeeded)
+    job = jobs.get_job(db, job_id)
+    assert job.started_at <= job.running_at <= job.finished_at
+
+
+@pytest.mark.parametrize("final", [JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled])
+def test_a_terminal_state_never_changes(db, final):
+    job_id = make(db)
+    move(db, job_id, JobStatus.starting)
+    assert move(db, job_id, final)
+    for target in JobStatus:
+        assert not move(db, job_id, target)
+    assert jobs.get_job(db, job_id).status == final
+
+
+def test_only_one_of_two_racing_writers_wins(db):
+    job_id = make(db)
+    assert move(db, job_id, JobStatus.cancelled, reason=Reason.cancelled_by_user)
+    assert not move(db, job_id, JobStatus.starting), "the scheduler must lose to the cancel"
+
+
+def test_cancel_of_a_queued_job_ends_it_and_of_an_ended_job_is_a_conflict(db):
+    job_id = make(db)
+    job = jobs.cancel_job(db, job_id)
+    assert (job.status, job.reason) == (JobStatus.cancelled, Reason.cancelled_by_user)
+    with pytest.raises(Conflict):
+        jobs.cancel_job(db, job_id)
+
+
+def test_cancel_of_a_running_job_asks_the_scheduler(db):
+    job_id = make(db)
+    move(db, job_id, JobStatus.starting)
+    job = jobs.cancel_job(db, job_id)
+    assert job.status == JobStatus.starting
+    assert job.cancel_requested_at is not None
+
+
+def test_idempotency_key_returns_the_first_job(db):
+    spec = JobSpec.model_validate(job_spec())
+    first, created = jobs.create_job(db, spec=spec, owner="ana", idempotency_key="k1")
+    again, created_again = jobs.create_job(db, spec=spec, owner="ana", idempotency_key="k1")
+    assert (created, created_again) == (True, False)
+    assert again.id == first.id
+    other = JobSpec.model_validate(job_spec(name="other"))
+    with pytest.raises(Conflict):
+        jobs.create_job(db, spec=other, owner="ana", idempotency_key="k1")
+
+
+def test_listing_pages_newest_first_and_filters(db):
+    ids = [make(db) for _ in range(5)]
+    move(db, ids[0], JobStatus.cancelled)
+    page, cursor = jobs.list_jobs(db, limit=2)
+    assert [j.id for j in page] == [ids[4], ids[3]]
+    page, cursor = jobs.list_jobs(db, limit=2, cursor=cursor)
+    assert [j.id for j in page] == [ids[2], ids[1]]
+    page, cursor = jobs.list_jobs(db, limit=2, cursor=cursor)
+    assert ([j.id for j in page], cursor) == ([ids[0]], None)
+    cancelled, _ = jobs.list_jobs(db, statuses=[JobStatus.cancelled])
+    assert [j.id for j in cancelled] == [ids[0]]
+    assert jobs.list_jobs(db, owner="nobody")[0] == []
+    with pytest.raises(Invalid):
+        jobs.list_jobs(db, cursor="abc")

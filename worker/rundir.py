@@ -1,0 +1,51 @@
+"""The run directory: the only interface between the scheduler and a job's processes."""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """`$GPUQ_HOME/runs/<job_id>/<attempt>/` and the files in it."""
+
+    path: Path
+
+    @classmethod
+    def of(cls, runs_dir: Path, job_id: int, attempt: int) -> "RunDir":
+        return cls(runs_dir / str(job_id) / str(attempt))
+
+    spec = property(lambda self: self.path / "spec.json")
+    events = property(lambda self: self.path / "events.jsonl")
+    log = property(lambda self: self.path / "output.log")
+    exit = property(lambda self: self.path / "exit.json")
+    runner = property(lambda self: self.path / "runner.json")
+    heartbeat = property(lambda self: self.path / "heartbeat")
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    artifacts = property(lambda self: self.path / "artifacts")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+
+    def create(self) -> None:
+        for folder in (self.path, self.checkpoints, self.artifacts, self.tensorboard):
+            folder.mkdir(parents=True, exist_ok=True)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Writes a whole JSON file or nothing: readers never see half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

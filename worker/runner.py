@@ -1,0 +1,73 @@
+"""The runner: a small parent (no TensorFlow) that outlives the training process.
+
+Run as `python -m worker.runner RUN_DIR` in its own session. It starts the training
+process with output to `output.log`, records its pid and start time in `runner.json`,
+touches `heartbeat` while it waits, and writes `exit.json` when training ends, so the
+outcome is known even if `gpuq serve` was down at the time.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from worker.rundir import RunDir, write_json_atomic
+
+HEARTBEAT_S = 2.0
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (from /proc), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # comm (field 2) may contain spaces; fields after the closing paren are fixed
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def main(argv: list[str]) -> int:
+    run = RunDir(Path(argv[1]))
+    # The job's whole process group gets SIGTERM on cancel; the runner must live on to
+    # record how training ended. A handler (not SIG_IGN) is reset in the child on exec.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    with open(run.log, "ab", buffering=0) as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "worker.train", str(run.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=run.path,
+        )
+    write_json_atomic(
+        run.runner,
+        {
+            "runner_pid": os.getpid(),
+            "runner_start_ticks": process_start_ticks(os.getpid()),
+            "train_pid": child.pid,
+            "train_start_ticks": process_start_ticks(child.pid),
+        },
+    )
+    while True:
+        run.heartbeat.touch()
+        try:
+            code = child.wait(timeout=HEARTBEAT_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    write_json_atomic(
+        run.exit,
+        {
+            "exit_code": code if code >= 0 else None,
+            "signal": -code if code < 0 else None,
+            "finished_at": time.time(),
+        },
+    )
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,111 @@
+"""The training process: parse the spec, configure devices, import TensorFlow, train, exit.
+
+Run as `python -m worker.train RUN_DIR`. It writes progress to `events.jsonl` and the
+model to `artifacts/`; its exit code (see `worker.exitcodes`) tells the scheduler why it
+ended. SIGTERM stops training after the current batch and still saves the model.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from worker.devices import DeviceMismatch, DevicePlan, configure
+from worker.events import EventWriter, finite
+from worker.exitcodes import ExitCode
+from worker.rundir import RunDir
+from worker.runspec import RunSpec
+
+def main(argv: list[str]) -> int:
+    run = RunDir(Path(argv[1]))
+    events = EventWriter(run.events)
+    try:
+        runspec = RunSpec.model_validate_json(run.spec.read_text())
+    except (OSError, ValidationError) as exc:
+        events.emit("failed", reason="invalid_spec", message=f"spec.json is unusable: {exc}")
+        return ExitCode.invalid_spec
+    try:
+        return train(run, runspec, events)
+    except DeviceMismatch as exc:
+        events.emit("failed", reason="device_mismatch", message=str(exc))
+        return ExitCode.device_mismatch
+    except MemoryError:
+        events.emit("failed", reason="host_oom", message="the training process ran out of host memory")
+        return ExitCode.host_oom
+    except Exception as exc:
+        traceback.print_exc()
+        if type(exc).__name__ == "ResourceExhaustedError":
+            events.emit("failed", reason="gpu_oom", message=_first_line(exc))
+            return ExitCode.gpu_oom
+        events.emit("failed", reason="nonzero_exit", message=f"{type(exc).__name__}: {_first_line(exc)}")
+        return ExitCode.error
+
+
+def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
+    spec, devices = runspec.spec, runspec.devices
+    plan = DevicePlan(devices.mode, devices.count, devices.memory_limit_mb, devices.memory_growth)
+    t0 = time.monotonic()
+    import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
+
+    names = configure(tf, plan)
+    strategy = tf.distribute.MirroredStrategy(names)
+    if strategy.num_replicas_in_sync != max(devices.count, 1):
+        raise DeviceMismatch(
+            f"MirroredStrategy runs {strategy.num_replicas_in_sync} replicas, expected "
+            f"{max(devices.count, 1)}"
+        )
+    import keras
+
+    from worker import data, models
+    from worker.progress import GpuqProgress
+
+    events.emit(
+        "started",
+        num_replicas=strategy.num_replicas_in_sync,
+        devices=names,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        memory_limit_mb=devices.memory_limit_mb,
+        tensorflow=tf.__version__,
+        init_s=round(time.monotonic() - t0, 2),
+    )
+    keras.utils.set_random_seed(spec.keras.seed)
+    x, y = data.load(spec.keras)
+    train_samples = int(len(x) * (1 - spec.keras.validation_split))
+    progress = GpuqProgress(
+        run.events, batch_size=spec.keras.batch_size, samples=train_samples
+    )
+    signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
+    with strategy.scope():
+        model = models.build(keras, spec.keras, tuple(x.shape[1:]))
+    history = model.fit(
+        x,
+        y,
+        epochs=spec.keras.epochs,
+        batch_size=spec.keras.batch_size,
+        validation_split=spec.keras.validation_split,
+        shuffle=spec.keras.shuffle,
+        callbacks=[progress],
+        verbose=0,
+    )
+    model.save(run.artifacts / "model.keras")
+    epochs = {key: [finite({key: v})[key] for v in values] for key, values in history.history.items()}
+    (run.artifacts / "history.json").write_text(json.dumps(epochs, allow_nan=False))
+    if progress.stopped_early:
+        events.emit("stopped", message="stopped on request after the current batch; model saved")
+        return ExitCode.stopped
+    events.emit("finished", artifacts=["model.keras", "history.json"])
+    return ExitCode.ok
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
