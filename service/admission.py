@@ -83,7 +83,9 @@ def _check_npz(data: NpzData) -> None:
         raise Invalid(loc, f"{data.path!r} is not a readable .npz file: {exc}") from exc
     x_shape, y_shape = shapes["x"], shapes["y"]
     if len(x_shape) < 2 or x_shape[0] == 0:
-        raise Invalid(("body", "keras", "data", "x"), f"x must be (samples, features), got {x_shape}")
+        raise Invalid(
+            ("body", "keras", "data", "x"), f"x must be (samples, features), got {x_shape}"
+        )
     if not y_shape or y_shape[0] != x_shape[0]:
         raise Invalid(
             ("body", "keras", "data", "y"),

@@ -3,7 +3,8 @@
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field as PydanticField
+from pydantic import BaseModel
+from pydantic import Field as PydanticField
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -34,7 +35,9 @@ class Job(SQLModel, table=True):
     attempt: int = 0
     wait_reason: str | None = None
     progress: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    metrics: dict[str, float] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    metrics: dict[str, float | None] = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False)
+    )
     num_replicas: int | None = None
     gpu_memory_peak_mb: int | None = None
     log_tail: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
@@ -64,7 +67,7 @@ class JobMetric(SQLModel, table=True):
     attempt: int
     epoch: int
     step: int = 0
-    values: dict[str, float] = Field(sa_column=Column(JSON, nullable=False))
+    values: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))
     recorded_at: datetime = _utc(default_factory=utcnow)
 
 
@@ -89,37 +92,43 @@ class Allocation(SQLModel, table=True):
 
 class Progress(BaseModel):
     epoch: int | None = PydanticField(None, description="Current epoch, from 1.")
-    epochs: int | None = None
+    epochs: int | None = PydanticField(None, description="Epochs in all.")
     step: int | None = PydanticField(None, description="Step within the epoch, from 1.")
     steps: int | None = PydanticField(None, description="Steps per epoch.")
     fraction: float | None = PydanticField(None, description="Share of all training done, 0..1.")
-    samples_per_s: float | None = None
+    samples_per_s: float | None = PydanticField(
+        None, description="Training throughput in the current epoch (all replicas together)."
+    )
     eta_s: float | None = PydanticField(None, description="Estimated seconds left.")
 
 
+def _d(description: str) -> Any:
+    return PydanticField(description=description)
+
+
 class JobPublic(BaseModel):
-    id: int
-    name: str
-    owner: str
-    status: JobStatus
-    reason: Reason | None = PydanticField(description="Why the job ended, when it has.")
-    message: str | None = PydanticField(description="A one-line explanation of `reason`.")
-    exit_code: int | None
-    priority: int
-    spec: JobSpec
-    assigned_gpus: list[int] = PydanticField(description="GPU indices; empty while queued.")
-    memory_mb: int | None = PydanticField(description="Per-GPU cap; null for whole GPUs.")
-    attempt: int
-    wait_reason: str | None = PydanticField(description="Why a queued job is not running yet.")
-    progress: Progress
-    metrics: dict[str, float] = PydanticField(description="Latest metric values.")
-    gpu_memory_peak_mb: int | None
-    num_replicas: int | None = PydanticField(description="MirroredStrategy replicas in sync.")
-    log_tail: list[str] = PydanticField(description="Last log lines of a failed job.")
-    created_at: datetime
-    started_at: datetime | None
-    running_at: datetime | None
-    finished_at: datetime | None
+    id: int = _d("The job's id.")
+    name: str = _d("The spec's `name`.")
+    owner: str = _d("Who submitted the job.")
+    status: JobStatus = _d("queued, starting, running, succeeded, failed, cancelled, timed_out.")
+    reason: Reason | None = _d("Why the job ended, when it has.")
+    message: str | None = _d("A one-line explanation of `reason`, with a hint.")
+    exit_code: int | None = _d("The training process's exit code, when it exited.")
+    priority: int = _d("Higher starts first.")
+    spec: JobSpec = _d("The job spec as accepted, defaults filled in.")
+    assigned_gpus: list[int] = _d("GPU indices; empty while queued.")
+    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
+    attempt: int = _d("Attempt number, from 1 once launched; 0 while never launched.")
+    wait_reason: str | None = _d("Why a queued job is not running yet.")
+    progress: Progress = _d("Where training is.")
+    metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
+    gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
+    num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
+    log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
+    created_at: datetime = _d("Submitted (UTC).")
+    started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
+    running_at: datetime | None = _d("The first training step was reported (UTC).")
+    finished_at: datetime | None = _d("Reached its final state (UTC).")
 
     @classmethod
     def of(cls, job: Job) -> "JobPublic":
@@ -129,44 +138,44 @@ class JobPublic(BaseModel):
 
 
 class JobPage(BaseModel):
-    jobs: list[JobPublic]
-    next_cursor: str | None = PydanticField(description="Pass as `cursor` for the next page.")
+    jobs: list[JobPublic] = _d("This page of jobs, newest first.")
+    next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")
 
 
 class EpochMetrics(BaseModel):
     model_config = {"extra": "allow"}
-    epoch: int
+    epoch: int = _d("Epoch, from 1; the other keys are the metrics (loss, val_loss, ...).")
 
 
 class StepMetrics(BaseModel):
     model_config = {"extra": "allow"}
-    epoch: int
-    step: int
+    epoch: int = _d("Epoch, from 1.")
+    step: int = _d("Step within the epoch, from 1; the other keys are the metrics.")
 
 
 class MetricHistory(BaseModel):
-    epochs: list[EpochMetrics]
-    steps: list[StepMetrics]
+    epochs: list[EpochMetrics] = _d("One entry per completed epoch.")
+    steps: list[StepMetrics] = _d("Sampled steps (about one a second).")
 
 
 class AllocationPublic(BaseModel):
-    job_id: int
-    memory_mb: int | None = PydanticField(description="Declared cap; null for a whole GPU.")
+    job_id: int = _d("The job holding part or all of this GPU.")
+    memory_mb: int | None = _d("Declared cap in MiB; null for a whole GPU.")
 
 
 class ForeignProcess(BaseModel):
-    pid: int
-    memory_mb: int
+    pid: int = _d("Process id on the host.")
+    memory_mb: int = _d("GPU memory it holds, in MiB.")
 
 
 class GpuPublic(BaseModel):
-    index: int
-    uuid: str
-    name: str
-    memory_total_mb: int
-    memory_used_mb: int
-    memory_free_mb: int
-    state: str = PydanticField(description="`free`, `in_use`, `draining` or `quarantined`.")
-    simulated: bool
-    allocations: list[AllocationPublic]
-    foreign_processes: list[ForeignProcess]
+    index: int = _d("NVML index, as used in CUDA_VISIBLE_DEVICES (PCI bus order).")
+    uuid: str = _d("NVML UUID.")
+    name: str = _d("Model name.")
+    memory_total_mb: int = _d("Total memory in MiB.")
+    memory_used_mb: int = _d("Used memory in MiB (NVML; declared caps on simulated GPUs).")
+    memory_free_mb: int = _d("Free memory in MiB.")
+    state: str = _d("`free`, `in_use`, `draining` or `quarantined`.")
+    simulated: bool = _d("True for GPUs simulated with CPU devices (`GPUQ_GPUS=sim:...`).")
+    allocations: list[AllocationPublic] = _d("Jobs placed on this GPU.")
+    foreign_processes: list[ForeignProcess] = _d("Processes gpuq did not start, with memory.")

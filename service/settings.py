@@ -3,7 +3,7 @@
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,6 +23,12 @@ class Settings(BaseSettings):
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")
     log_level: str = "INFO"
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        # Workers run with their run directory as cwd: every path handed out is absolute.
+        return home.expanduser().resolve()
 
     @property
     def db_url(self) -> str:

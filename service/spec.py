@@ -21,7 +21,9 @@ class MlpModel(StrictModel):
         [128, 64], min_length=1, max_length=32, description="Width of each hidden Dense layer."
     )
     outputs: int = Field(1, ge=1, le=100_000, description="Width of the output layer.")
-    activation: Literal["relu", "gelu", "tanh", "sigmoid", "elu", "swish"] = "relu"
+    activation: Literal["relu", "gelu", "tanh", "sigmoid", "elu", "swish"] = Field(
+        "relu", description="Activation of the hidden layers."
+    )
     output_activation: Literal["linear", "sigmoid", "softmax"] = Field(
         "linear", description="`softmax` for class probabilities, `linear` for regression."
     )
@@ -30,11 +32,13 @@ class MlpModel(StrictModel):
 
 class SyntheticData(StrictModel):
     source: Literal["synthetic"] = Field(description="Random data generated in the worker.")
-    samples: int = Field(2000, ge=1, le=10_000_000)
-    features: int = Field(32, ge=1, le=100_000)
-    task: Literal["regression", "classification"] = "regression"
+    samples: int = Field(2000, ge=1, le=10_000_000, description="Number of examples.")
+    features: int = Field(32, ge=1, le=100_000, description="Inputs per example.")
+    task: Literal["regression", "classification"] = Field(
+        "regression", description="Real-valued targets, or class labels."
+    )
     classes: int = Field(2, ge=2, le=100_000, description="Number of classes (classification).")
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the generator.")
 
 
 class NpzData(StrictModel):
@@ -59,17 +63,21 @@ Metric = Literal["mae", "mse", "accuracy", "sparse_categorical_accuracy", "binar
 
 class KerasSpec(StrictModel):
     model: MlpModel = Field(description="The model to build: a builtin architecture.")
-    data: Data
-    epochs: int = Field(1, ge=1, le=100_000)
+    data: Data = Field(description="Where the training data comes from (`source`).")
+    epochs: int = Field(1, ge=1, le=100_000, description="Passes over the training data.")
     batch_size: int = Field(
         32, ge=1, le=1_000_000, description="Global batch, split across the replicas."
     )
-    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
-    learning_rate: float = Field(0.001, gt=0.0, le=10.0)
-    loss: Loss = "mse"
-    metrics: list[Metric] = Field(default_factory=list, max_length=8)
-    validation_split: float = Field(0.0, ge=0.0, lt=1.0)
-    shuffle: bool = True
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = Field("adam", description="Optimizer.")
+    learning_rate: float = Field(0.001, gt=0.0, le=10.0, description="Optimizer step size.")
+    loss: Loss = Field("mse", description="Keras loss name.")
+    metrics: list[Metric] = Field(
+        default_factory=list, max_length=8, description="Keras metrics reported each epoch."
+    )
+    validation_split: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Share of the data held out to report `val_` metrics."
+    )
+    shuffle: bool = Field(True, description="Shuffle the training data each epoch.")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for weights and shuffling.")
 
     @model_validator(mode="after")
@@ -85,7 +93,10 @@ class KerasSpec(StrictModel):
                 f"model.outputs ({self.model.outputs}) must equal data.classes ({data.classes})"
                 " for sparse_categorical_crossentropy"
             )
-        if isinstance(data, SyntheticData) and self.validation_split * data.samples >= data.samples - 1:
+        if (
+            isinstance(data, SyntheticData)
+            and self.validation_split * data.samples >= data.samples - 1
+        ):
             raise ValueError("validation_split leaves no samples to train on")
         return self
 
@@ -129,8 +140,10 @@ class JobSpec(StrictModel):
         "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
     )
     kind: Literal["keras"] = Field("keras", description="`keras`: gpuq builds and trains.")
-    keras: KerasSpec
-    resources: Resources = Field(default_factory=Resources)
+    keras: KerasSpec = Field(description="What to train and how.")
+    resources: Resources = Field(
+        default_factory=Resources, description="GPUs and memory the job needs."
+    )
     priority: int = Field(0, ge=-1000, le=1000, description="Higher starts first.")
     time_limit_s: float | None = Field(
         None, gt=0, le=366 * 86400, description="Stop the job (timed_out) after this long."

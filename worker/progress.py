@@ -26,6 +26,7 @@ class GpuqProgress(keras.callbacks.Callback):
         batch_size: int | None = None,
         samples: int | None = None,
         step_interval_s: float = 1.0,
+        echo: bool = False,
     ) -> None:
         super().__init__()
         path = events_path or os.environ.get("GPUQ_EVENTS")
@@ -33,6 +34,8 @@ class GpuqProgress(keras.callbacks.Callback):
         self.batch_size = batch_size
         self.samples = samples
         self.step_interval_s = step_interval_s
+        #: also print a line per epoch to stdout (the job's log)
+        self.echo = echo
         #: set from a SIGTERM handler; training stops after the current batch
         self.stop_requested = False
         self.stopped_early = False
@@ -60,7 +63,16 @@ class GpuqProgress(keras.callbacks.Callback):
             self._emit("step", step, now, logs)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self._emit("epoch", self.steps, time.monotonic(), logs)
+        now = time.monotonic()
+        self._emit("epoch", self.steps, now, logs)
+        if self.echo:
+            values = " ".join(
+                f"{k}={v:.4g}" if v is not None else f"{k}=nan"
+                for k, v in finite(logs or {}).items()
+            )
+            rate = self._progress(self.steps, now)["samples_per_s"]
+            took = f"{now - self._epoch_t0:.1f}s" + (f", {rate:g} samples/s" if rate else "")
+            print(f"gpuq: epoch {self.epoch}/{self.epochs} ({took}) {values}", flush=True)
 
     def _emit(self, event: str, step: int | None, now: float, logs: dict[str, Any] | None) -> None:
         if self.writer is None:

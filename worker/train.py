@@ -21,6 +21,7 @@ from worker.exitcodes import ExitCode
 from worker.rundir import RunDir
 from worker.runspec import RunSpec
 
+
 def main(argv: list[str]) -> int:
     run = RunDir(Path(argv[1]))
     events = EventWriter(run.events)
@@ -35,14 +36,18 @@ def main(argv: list[str]) -> int:
         events.emit("failed", reason="device_mismatch", message=str(exc))
         return ExitCode.device_mismatch
     except MemoryError:
-        events.emit("failed", reason="host_oom", message="the training process ran out of host memory")
+        events.emit(
+            "failed", reason="host_oom", message="the training process ran out of host memory"
+        )
         return ExitCode.host_oom
     except Exception as exc:
         traceback.print_exc()
         if type(exc).__name__ == "ResourceExhaustedError":
             events.emit("failed", reason="gpu_oom", message=_first_line(exc))
             return ExitCode.gpu_oom
-        events.emit("failed", reason="nonzero_exit", message=f"{type(exc).__name__}: {_first_line(exc)}")
+        events.emit(
+            "failed", reason="nonzero_exit", message=f"{type(exc).__name__}: {_first_line(exc)}"
+        )
         return ExitCode.error
 
 
@@ -73,11 +78,17 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         tensorflow=tf.__version__,
         init_s=round(time.monotonic() - t0, 2),
     )
+    print(
+        f"gpuq: job {runspec.job_id} attempt {runspec.attempt}: MirroredStrategy over "
+        f"{strategy.num_replicas_in_sync} replica(s) {names}, CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}, TensorFlow {tf.__version__}",
+        flush=True,
+    )
     keras.utils.set_random_seed(spec.keras.seed)
     x, y = data.load(spec.keras)
     train_samples = int(len(x) * (1 - spec.keras.validation_split))
     progress = GpuqProgress(
-        run.events, batch_size=spec.keras.batch_size, samples=train_samples
+        run.events, batch_size=spec.keras.batch_size, samples=train_samples, echo=True
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
     with strategy.scope():
@@ -93,11 +104,15 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         verbose=0,
     )
     model.save(run.artifacts / "model.keras")
-    epochs = {key: [finite({key: v})[key] for v in values] for key, values in history.history.items()}
+    epochs = {
+        key: [finite({key: v})[key] for v in values] for key, values in history.history.items()
+    }
     (run.artifacts / "history.json").write_text(json.dumps(epochs, allow_nan=False))
     if progress.stopped_early:
+        print("gpuq: stopped on SIGTERM after the current batch; model saved", flush=True)
         events.emit("stopped", message="stopped on request after the current batch; model saved")
         return ExitCode.stopped
+    print(f"gpuq: trained; saved {run.artifacts / 'model.keras'}", flush=True)
     events.emit("finished", artifacts=["model.keras", "history.json"])
     return ExitCode.ok
 

@@ -16,12 +16,27 @@ branch_labels = None
 depends_on = None
 
 STATUS = sa.Enum(
-    "queued", "starting", "running", "succeeded", "failed", "cancelled", "timed_out",
+    "queued",
+    "starting",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed_out",
     name="jobstatus",
 )
 REASON = sa.Enum(
-    "nonzero_exit", "signal", "gpu_oom", "host_oom", "memory_cap_exceeded", "worker_lost",
-    "invalid_spec", "launch_error", "device_mismatch", "cancelled_by_user", "time_limit",
+    "nonzero_exit",
+    "signal",
+    "gpu_oom",
+    "host_oom",
+    "memory_cap_exceeded",
+    "worker_lost",
+    "invalid_spec",
+    "launch_error",
+    "device_mismatch",
+    "cancelled_by_user",
+    "time_limit",
     name="reason",
 )
 

@@ -36,7 +36,9 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ApiError(f"cannot reach gpuq at {self.url} ({exc}); is `gpuq serve` running?") from exc
+            raise ApiError(
+                f"cannot reach gpuq at {self.url} ({exc}); is `gpuq serve` running?"
+            ) from exc
         if response.status_code >= 400:
             raise ApiError(f"{response.status_code}: {_detail(response)}")
         return response

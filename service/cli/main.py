@@ -38,12 +38,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     logging.getLogger("gpuq").info(
         "state in %s, database %s, %d GPU(s)%s; API on http://%s:%d (docs at /docs)",
-        settings.home.resolve(), settings.db_url, len(service.board.inventory.devices),
-        " (simulated)" if service.board.inventory.simulated else "", settings.host, settings.port,
+        settings.home.resolve(),
+        settings.db_url,
+        len(service.board.inventory.devices),
+        " (simulated)" if service.board.inventory.simulated else "",
+        settings.host,
+        settings.port,
     )
     try:
-        uvicorn.run(create_app(settings, service), host=settings.host, port=settings.port,
-                    log_level=settings.log_level.lower())
+        uvicorn.run(
+            create_app(settings, service),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+        )
     finally:
         service.close()
     return 0
@@ -150,8 +158,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {
-    "submit": cmd_submit, "ls": cmd_ls, "show": cmd_show, "logs": cmd_logs,
-    "cancel": cmd_cancel, "gpus": cmd_gpus,
+    "submit": cmd_submit,
+    "ls": cmd_ls,
+    "show": cmd_show,
+    "logs": cmd_logs,
+    "cancel": cmd_cancel,
+    "gpus": cmd_gpus,
 }
 
 
@@ -166,3 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -63,17 +63,21 @@ def job_summary(job: dict[str, Any]) -> str:
         f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
         f"  GPUs: {','.join(map(str, job['assigned_gpus'])) or '-'}"
         + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
-        + (f", {job['num_replicas']} replicas" if job.get("num_replicas") else ""),
+        + (f", {_plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
     if job.get("wait_reason"):
         lines.append(f"  waiting: {job['wait_reason']}")
     if progress_text(job):
         p = job["progress"]
         extra = [f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else ""]
-        extra.append(f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else "")
+        extra.append(
+            f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else ""
+        )
         lines.append(f"  progress: {progress_text(job)} " + " ".join(e for e in extra if e))
     if job.get("metrics"):
-        metrics = ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items())
+        metrics = ", ".join(
+            f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items()
+        )
         lines.append(f"  metrics: {metrics}")
     if job.get("reason"):
         lines.append(f"  reason: {job['reason']}: {job.get('message') or ''}")
@@ -88,3 +92,7 @@ def job_summary(job: dict[str, Any]) -> str:
 
 def _when(value: str) -> str:
     return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

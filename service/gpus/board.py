@@ -25,8 +25,9 @@ def sync(db: Database, inventory: Inventory) -> None:
             else:
                 session.delete(gone)
         for d in inventory.devices:
-            row = session.get(Gpu, d.index) or Gpu(index=d.index, uuid=d.uuid, name=d.name,
-                                                     memory_total_mb=d.memory_total_mb)
+            row = session.get(Gpu, d.index) or Gpu(
+                index=d.index, uuid=d.uuid, name=d.name, memory_total_mb=d.memory_total_mb
+            )
             row.uuid, row.name = d.uuid, d.name
             row.memory_total_mb, row.simulated = d.memory_total_mb, inventory.simulated
             session.add(row)
@@ -73,8 +74,10 @@ class Board:
         slots = []
         for gpu in gpus:
             reading = readings.get(gpu.index)
-            foreign = 0 if reading is None else sum(
-                p.memory_mb for p in foreign_processes(reading, job_groups)
+            foreign = (
+                0
+                if reading is None
+                else sum(p.memory_mb for p in foreign_processes(reading, job_groups))
             )
             slots.append(GpuSlot(gpu.index, gpu.memory_total_mb, foreign))
         held = [Held(a.job_id, a.gpu_index, a.memory_mb) for a in allocations]
@@ -94,7 +97,9 @@ class Board:
                 used = reading.memory_used_mb
                 foreign = foreign_processes(reading, groups)
             else:  # simulated: what the jobs on it declared
-                used = sum(gpu.memory_total_mb if a.memory_mb is None else a.memory_mb for a in mine)
+                used = sum(
+                    gpu.memory_total_mb if a.memory_mb is None else a.memory_mb for a in mine
+                )
                 foreign = []
             used = min(used, gpu.memory_total_mb)
             views.append(
@@ -107,7 +112,9 @@ class Board:
                     memory_free_mb=gpu.memory_total_mb - used,
                     state="in_use" if mine else "free",
                     simulated=gpu.simulated,
-                    allocations=[AllocationPublic(job_id=a.job_id, memory_mb=a.memory_mb) for a in mine],
+                    allocations=[
+                        AllocationPublic(job_id=a.job_id, memory_mb=a.memory_mb) for a in mine
+                    ],
                     foreign_processes=foreign,
                 )
             )

@@ -77,7 +77,11 @@ def _record_metrics(
     session: Session, job: Job, epoch: int, step: int, metrics: dict[str, Any]
 ) -> None:
     statement = insert(JobMetric).values(
-        job_id=job.id, attempt=job.attempt, epoch=epoch, step=step, values=metrics,
+        job_id=job.id,
+        attempt=job.attempt,
+        epoch=epoch,
+        step=step,
+        values=metrics,
         recorded_at=utcnow(),
     )
     session.execute(

@@ -10,9 +10,7 @@ from worker.rundir import RunDir, write_json_atomic
 from worker.runspec import Devices, RunSpec
 
 
-def devices_for(
-    spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int
-) -> Devices:
+def devices_for(spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int) -> Devices:
     """The device plan a worker applies: mode, count and TensorFlow's cap per GPU."""
     res = spec.resources
     if not indices:

@@ -5,6 +5,7 @@ thread per child), and every `active_poll_s` while jobs run so progress keeps fl
 It never blocks on a child.
 """
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -64,10 +65,8 @@ class Watch:
 
     def signal(self, sig: signal.Signals) -> None:
         if self.pid > 0:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
 
 class Scheduler:
@@ -113,7 +112,7 @@ class Scheduler:
     def _take_lock(self) -> None:
         path: Path = self.settings.home / "scheduler.lock"
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path, "wb")
+        lock = open(path, "wb")  # noqa: SIM115 (held open for the scheduler's lifetime)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -212,7 +211,10 @@ class Scheduler:
             session.execute(delete(Allocation).where(col(Allocation.job_id) == watch.job_id))
         log.info(
             "job %d: %s (%s) %s",
-            watch.job_id, outcome.status.value, outcome.reason or "-", outcome.message,
+            watch.job_id,
+            outcome.status.value,
+            outcome.reason or "-",
+            outcome.message,
         )
 
     def enforce(self) -> None:
@@ -241,7 +243,10 @@ class Scheduler:
                             .values(stop_reason=cause, stop_sent_at=now)
                         )
                     watch.signal(signal.SIGTERM)
-            elif not watch.killed and (now - job.stop_sent_at).total_seconds() >= self.settings.cancel_grace_s:
+            elif (
+                not watch.killed
+                and (now - job.stop_sent_at).total_seconds() >= self.settings.cancel_grace_s
+            ):
                 log.info("job %d: grace period over, sending SIGKILL", job.id)
                 watch.signal(signal.SIGKILL)
                 watch.killed = True
@@ -268,8 +273,6 @@ class Scheduler:
             if job_id is not None
         ]
         result = plan(requests, slots, held, cpu_slots=self.settings.max_cpu_jobs - cpu_busy)
-        for placement in result.placements:
-            self._start(queued[placement.job_id], placement)
         changed = {i: r for i, r in result.waiting.items() if queued[i].wait_reason != r}
         if changed:
             with self.db.write() as session:
@@ -279,6 +282,8 @@ class Scheduler:
                         .where(col(Job.id) == job_id, Job.status == JobStatus.queued)
                         .values(wait_reason=reason)
                     )
+        for placement in result.placements:
+            self._start(queued[placement.job_id], placement)
 
     def _start(self, job: Job, placement: Placement) -> None:
         assert job.id is not None
@@ -297,7 +302,9 @@ class Scheduler:
             if not claimed:  # cancelled meanwhile
                 return
             for index in indices:
-                session.add(Allocation(job_id=job.id, gpu_index=index, memory_mb=placement.memory_mb))
+                session.add(
+                    Allocation(job_id=job.id, gpu_index=index, memory_mb=placement.memory_mb)
+                )
         spec = JobSpec.model_validate(job.spec)
         devices = devices_for(
             spec,
@@ -307,12 +314,17 @@ class Scheduler:
         )
         run_dir = RunDir.of(self.settings.runs_dir, job.id, attempt)
         try:
-            proc = launch(RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices), run_dir)
+            proc = launch(
+                RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices), run_dir
+            )
         except OSError as exc:
             log.error("job %d: could not start its runner: %s", job.id, exc)
             with self.db.write() as session:
                 transition(
-                    session, job.id, JobStatus.failed, reason=Reason.launch_error,
+                    session,
+                    job.id,
+                    JobStatus.failed,
+                    reason=Reason.launch_error,
                     message=f"could not start the worker: {exc}",
                 )
                 session.execute(delete(Allocation).where(col(Allocation.job_id) == job.id))
@@ -323,7 +335,10 @@ class Scheduler:
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         log.info(
             "job %d: attempt %d started on GPUs %s (runner pid %d)",
-            job.id, attempt, indices or "none (CPU)", proc.pid,
+            job.id,
+            attempt,
+            indices or "none (CPU)",
+            proc.pid,
         )
 
     def _await_exit(self, proc: subprocess.Popen[bytes]) -> None:

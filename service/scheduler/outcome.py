@@ -54,7 +54,9 @@ def classify(
             code,
         )
     if stop_reason == Reason.cancelled_by_user:
-        return Outcome(JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code)
+        return Outcome(
+            JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code
+        )
     if exit_info is None:
         return Outcome(
             JobStatus.failed,

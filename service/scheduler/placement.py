@@ -101,7 +101,9 @@ def _wait_reason(board: _Board, request: Request) -> str:
     need = "whole" if request.memory_mb is None else f"with {request.memory_mb} MiB free"
     if request.gpu_ids is not None:
         which = ", ".join(str(i) for i in request.gpu_ids)
-        blocked = [board.describe(i) for i in request.gpu_ids if not board.fits(i, request.memory_mb)]
+        blocked = [
+            board.describe(i) for i in request.gpu_ids if not board.fits(i, request.memory_mb)
+        ]
         return f"waiting for GPUs {which} {need}; " + "; ".join(blocked)
     noun = "GPU" if request.gpus == 1 else "GPUs"
     state = "; ".join(board.describe(i) for i in sorted(board.gpus))

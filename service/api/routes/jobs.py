@@ -81,7 +81,9 @@ def cancel_job(job_id: JobId, service: ServiceDep) -> JobPublic:
 def job_logs(
     job_id: JobId,
     service: ServiceDep,
-    tail: Annotated[int | None, Query(ge=1, le=100_000, description="Only the last N lines.")] = None,
+    tail: Annotated[
+        int | None, Query(ge=1, le=100_000, description="Only the last N lines.")
+    ] = None,
     offset: Annotated[int, Query(ge=0, le=2**53, description="Start at this byte.")] = 0,
     follow: Annotated[bool, Query(description="Stream until the job ends.")] = False,
 ) -> Response:

@@ -63,7 +63,9 @@ def test_nonexistent_data_path(client, tmp_path):
 
 
 def test_relative_data_path(client):
-    response = client.post("/v1/jobs", json=job_spec(keras={"data": {"source": "npz", "path": "d.npz"}}))
+    response = client.post(
+        "/v1/jobs", json=job_spec(keras={"data": {"source": "npz", "path": "d.npz"}})
+    )
     field_error(response, ["body", "keras", "data", "path"], "must be an absolute path")
 
 
@@ -105,9 +107,7 @@ def test_oversized_body(client):
     assert "larger than 1024 KiB" in response.json()["detail"]
 
 
-@pytest.mark.parametrize(
-    "path", ["/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/abc", f"/v1/jobs/{2**70}"]
-)
+@pytest.mark.parametrize("path", ["/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/abc", f"/v1/jobs/{2**70}"])
 def test_bad_job_ids_are_422(client, path):
     assert client.get(path).status_code == 422
 

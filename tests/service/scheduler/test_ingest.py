@@ -27,8 +27,13 @@ def test_a_missing_file_reads_as_nothing(tmp_path):
 
 
 def step(epoch, n, loss):
-    return {"event": "step", "epoch": epoch, "step": n, "metrics": {"loss": loss},
-            "progress": {"epoch": epoch, "epochs": 2, "step": n, "steps": 4}}
+    return {
+        "event": "step",
+        "epoch": epoch,
+        "step": n,
+        "metrics": {"loss": loss},
+        "progress": {"epoch": epoch, "epochs": 2, "step": n, "steps": 4},
+    }
 
 
 def test_events_set_progress_metrics_and_running(db):
@@ -38,8 +43,13 @@ def test_events_set_progress_metrics_and_running(db):
     batch = [
         {"event": "started", "num_replicas": 2},
         step(1, 1, 0.9),
-        {"event": "epoch", "epoch": 1, "step": 4, "metrics": {"loss": 0.5},
-         "progress": {"epoch": 1, "epochs": 2, "step": 4, "steps": 4, "fraction": 0.5}},
+        {
+            "event": "epoch",
+            "epoch": 1,
+            "step": 4,
+            "metrics": {"loss": 0.5},
+            "progress": {"epoch": 1, "epochs": 2, "step": 4, "steps": 4, "fraction": 0.5},
+        },
         # the same epoch again (a re-read after a restart) must not duplicate it
         {"event": "epoch", "epoch": 1, "step": 4, "metrics": {"loss": 0.4}, "progress": {}},
     ]

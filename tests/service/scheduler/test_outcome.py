@@ -3,7 +3,9 @@ from service.states import JobStatus, Reason
 
 
 def judge(exit_info, failure=None, stop=None, limit=None):
-    return classify(exit_info=exit_info, worker_failure=failure, stop_reason=stop, time_limit_s=limit)
+    return classify(
+        exit_info=exit_info, worker_failure=failure, stop_reason=stop, time_limit_s=limit
+    )
 
 
 def test_exit_zero_succeeds():

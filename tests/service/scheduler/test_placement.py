@@ -20,7 +20,11 @@ def test_priority_goes_first_then_submission_order():
 
 
 def test_shared_jobs_pack_by_declared_memory():
-    queue = [Request(1, 0, 1, (0,), 5000), Request(2, 0, 1, (0,), 3000), Request(3, 0, 1, (0,), 4000)]
+    queue = [
+        Request(1, 0, 1, (0,), 5000),
+        Request(2, 0, 1, (0,), 3000),
+        Request(3, 0, 1, (0,), 4000),
+    ]
     result = plan(queue, GPUS, [])
     assert [p.job_id for p in result.placements] == [1, 2]
     assert result.waiting[3] == "waiting for GPUs 0 with 4000 MiB free; GPU 0 has 192 MiB free"
@@ -90,7 +94,9 @@ def test_no_gpu_is_ever_overcommitted(queue, totals, foreign):
         if any(p.memory_mb is None for p in on_it):
             assert len(on_it) == 1, "a whole-GPU job shared its GPU"
         else:
-            assert sum(p.memory_mb or 0 for p in on_it) <= max(0, gpu.memory_total_mb - gpu.foreign_mb)
+            assert sum(p.memory_mb or 0 for p in on_it) <= max(
+                0, gpu.memory_total_mb - gpu.foreign_mb
+            )
     for p in result.placements:
         assert len(p.gpu_indices) == by_id[p.job_id].gpus
         assert len(set(p.gpu_indices)) == len(p.gpu_indices)

@@ -1,0 +1,157 @@
+"""`gpuq serve` as a real process, driven by the `gpuq` CLI over HTTP."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import job_spec
+
+pytestmark = pytest.mark.e2e
+GPUQ = [sys.executable, "-m", "service.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "GPUQ_HOME": str(home),
+            "GPUQ_GPUS": "sim:2x8GiB",
+            "GPUQ_PORT": str(self.port),
+            "GPUQ_URL": self.url,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.home.parent / "serve.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [*GPUQ, "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("gpuq serve did not come up")
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=30)
+
+    def cli(self, *args: str) -> str:
+        done = subprocess.run(
+            [*GPUQ, *args], env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def job(self, job_id: int) -> dict:
+        return json.loads(self.cli("show", str(job_id), "--json"))
+
+    def wait(self, job_id: int, statuses: set[str], timeout_s: float = 90) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job["status"] in statuses:
+                return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} never reached {statuses}: {job}")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    srv = Server(tmp_path / "gpuq")
+    srv.start()
+    yield srv
+    if srv.proc and srv.proc.poll() is None:
+        srv.kill()
+
+
+def test_the_cli_walkthrough_and_a_server_killed_mid_training(server, tmp_path):
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text(yaml.safe_dump(job_spec(name="cli-demo", keras={"epochs": 12})))
+    assert server.cli("submit", str(spec_file)) == "submitted job 1 (cli-demo): queued\n"
+
+    listing = server.cli("ls")
+    assert listing.splitlines()[0].split() == [
+        "ID",
+        "NAME",
+        "OWNER",
+        "STATUS",
+        "GPUS",
+        "PROGRESS/REASON",
+        "SUBMITTED",
+    ]
+    assert "cli-demo" in listing
+
+    server.wait(1, {"running"})
+    assert "in_use" in server.cli("gpus")
+
+    # The service dies hard mid-training; the job's runner carries on, and a new service
+    # re-adopts it and records the rest of its epochs.
+    server.kill(signal.SIGKILL)
+    server.start()
+    job = server.wait(1, {"succeeded", "failed"})
+    assert job["status"] == "succeeded", job
+    epochs = httpx.get(f"{server.url}/v1/jobs/1/metrics").json()["epochs"]
+    assert [e["epoch"] for e in epochs] == list(range(1, 13))
+
+    shown = server.cli("show", "1")
+    assert shown.startswith("job 1 (cli-demo) by anonymous: succeeded")
+    assert re.search(r"^  GPUs: [01], 1 replica$", shown, re.MULTILINE), shown
+    assert "progress: epoch 12/12 100%" in shown
+    whole = server.cli("logs", "1")
+    assert whole == httpx.get(f"{server.url}/v1/jobs/1/logs").text
+    assert server.cli("logs", "1", "--tail", "2").splitlines() == whole.splitlines()[-2:]
+
+    queued = json.loads(server.cli("submit", str(spec_file), "--json"))
+    assert server.cli("cancel", str(queued["id"])) in (
+        f"job {queued['id']} cancelled\n",
+        f"job {queued['id']} is stopping (SIGTERM sent; SIGKILL after the grace period)\n",
+    )
+
+
+def test_cli_errors_are_clear(server, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(job_spec(resources={"gpus": 5})))
+    done = subprocess.run(
+        [*GPUQ, "submit", str(bad)], env=server.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr == "gpuq: 422: resources.gpus: 5 GPUs requested but this box has 2\n"
+
+    down = {**server.env, "GPUQ_URL": f"http://127.0.0.1:{free_port()}"}
+    done = subprocess.run([*GPUQ, "ls"], env=down, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "cannot reach gpuq at" in done.stderr and "is `gpuq serve` running?" in done.stderr
+
+
+def test_a_second_server_on_the_same_state_refuses_to_schedule(server):
+    other = Server(server.home)
+    done = subprocess.run(
+        [*GPUQ, "serve"], env=other.env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "another gpuq serve is already scheduling jobs" in done.stderr
