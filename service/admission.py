@@ -9,20 +9,20 @@ from typing import IO
 import numpy as np
 
 from service.errors import Invalid
-from service.models import Gpu
+from service.gpus.nvml import DeviceReading
 from service.spec import JobSpec, NpzData
 
 MIN_CAP_ABOVE_HEADROOM_MB = 256
 
 
-def check(spec: JobSpec, gpus: Sequence[Gpu], headroom_mb: int) -> None:
+def check(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:
     """Raises `Invalid` if `spec` could never be placed here or its data cannot be read."""
     _check_resources(spec, gpus, headroom_mb)
     if isinstance(spec.keras.data, NpzData):
         _check_npz(spec.keras.data)
 
 
-def _check_resources(spec: JobSpec, gpus: Sequence[Gpu], headroom_mb: int) -> None:
+def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:
     res = spec.resources
     by_index = {g.index: g for g in gpus}
     known = ", ".join(str(i) for i in sorted(by_index)) or "none"

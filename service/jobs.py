@@ -58,12 +58,16 @@ def create_job(
         return job, True
 
 
-def get_job(db: Database, job_id: int) -> Job:
-    with db.read() as session:
-        job = session.get(Job, job_id)
+def _load(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
     if job is None:
         raise NotFound(f"job {job_id} not found")
     return job
+
+
+def get_job(db: Database, job_id: int) -> Job:
+    with db.read() as session:
+        return _load(session, job_id)
 
 
 def list_jobs(
@@ -94,9 +98,7 @@ def list_jobs(
 def cancel_job(db: Database, job_id: int) -> Job:
     """Cancels a queued job at once; asks the scheduler to stop an active one."""
     with db.write() as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise NotFound(f"job {job_id} not found")
+        job = _load(session, job_id)
         if job.status in TERMINAL:
             raise Conflict(f"job {job_id} already ended ({job.status.value})")
         if job.status == JobStatus.queued:

@@ -19,8 +19,11 @@ class Service:
     scheduler: Scheduler
 
     @classmethod
-    def open(cls, settings: Settings) -> "Service":
-        """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble."""
+    def open(cls, settings: Settings, *, schedule: bool = True) -> "Service":
+        """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble.
+
+        `schedule=False` serves the API only: jobs are stored and stay queued.
+        """
         settings.home.mkdir(parents=True, exist_ok=True)
         inventory = discover(settings.gpus)
         db = Database.open(settings.db_url)
@@ -28,7 +31,8 @@ class Service:
         gpu_board.sync(db, inventory)
         board = Board(db, inventory)
         scheduler = Scheduler(db, settings, board)
-        scheduler.start()
+        if schedule:
+            scheduler.start()
         return cls(settings, db, board, scheduler)
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from service import migrate
 from service.api.app import create_app
 from service.db import Database
+from service.runtime import Service
 from service.settings import Settings
 
 #: A Keras job small enough to train in a second or two once TensorFlow is up.
@@ -54,8 +55,20 @@ def db(settings: Settings) -> Iterator[Database]:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
+    """The whole service: API and scheduler, which launches real workers."""
     with TestClient(create_app(settings)) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[TestClient]:
+    """The API alone: submitted jobs stay queued, so no worker starts."""
+    service = Service.open(settings, schedule=False)
+    try:
+        with TestClient(create_app(settings, service)) as test_client:
+            yield test_client
+    finally:
+        service.close()
 
 
 def wait_for(

@@ -63,7 +63,7 @@ class Board:
 
     def load(self, session: Session) -> tuple[list[Gpu], list[Allocation]]:
         present = [d.index for d in self.inventory.devices]
-        query = select(Gpu).where(col(Gpu.index).in_(present)).order_by(Gpu.index)
+        query = select(Gpu).where(col(Gpu.index).in_(present)).order_by(col(Gpu.index))
         gpus = list(session.exec(query).all())
         return gpus, list(session.exec(select(Allocation)).all())
 

@@ -279,7 +279,7 @@ class Scheduler:
                 for job_id, reason in changed.items():
                     session.execute(
                         update(Job)
-                        .where(col(Job.id) == job_id, Job.status == JobStatus.queued)
+                        .where(col(Job.id) == job_id, col(Job.status) == JobStatus.queued)
                         .values(wait_reason=reason)
                     )
         for placement in result.placements:

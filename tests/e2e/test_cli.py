@@ -133,6 +133,24 @@ def test_the_cli_walkthrough_and_a_server_killed_mid_training(server, tmp_path):
     )
 
 
+def test_follow_streams_the_log_while_the_job_runs_and_closes_at_the_end(server):
+    response = httpx.post(f"{server.url}/v1/jobs", json=job_spec(keras={"epochs": 6}))
+    job_id = response.json()["id"]
+    seen_while_running = None
+    text = b""
+    with httpx.stream(
+        "GET", f"{server.url}/v1/jobs/{job_id}/logs", params={"follow": "true"}, timeout=120
+    ) as stream:
+        for chunk in stream.iter_bytes():
+            text += chunk
+            if seen_while_running is None and b"gpuq: epoch 1/6" in text:
+                seen_while_running = server.job(job_id)["status"]
+    assert seen_while_running == "running", "the first epoch line came only after the end"
+    assert server.job(job_id)["status"] == "succeeded", "the stream closed before the end"
+    assert text.decode().endswith("model.keras\n")
+    assert text == httpx.get(f"{server.url}/v1/jobs/{job_id}/logs").content
+
+
 def test_cli_errors_are_clear(server, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(job_spec(resources={"gpus": 5})))

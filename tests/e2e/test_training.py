@@ -118,6 +118,10 @@ def test_cancel_stops_a_running_job_and_frees_its_gpu(client, settings):
 
     job = wait_for(client, job_id, ended, timeout_s=settings.cancel_grace_s + 20)
     assert (job["status"], job["reason"]) == ("cancelled", "cancelled_by_user")
+    # SIGTERM let training stop after its batch and save, well inside the grace period.
+    assert job["exit_code"] == 75
+    assert "gpuq: stopped on SIGTERM after the current batch; model saved" in job["log_tail"]
+    assert (settings.runs_dir / str(job_id) / "1" / "artifacts" / "model.keras").exists()
     runner = json.loads((settings.runs_dir / str(job_id) / "1" / "runner.json").read_text())
     for pid in (runner["runner_pid"], runner["train_pid"]):
         assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"pid {pid} still runs"

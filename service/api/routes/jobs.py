@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from service import admission, jobs
 from service.api.deps import ANONYMOUS, JobId, ServiceDep
 from service.logs import follow_log, read_log
-from service.models import Gpu, JobMetric, JobPage, JobPublic, MetricHistory
+from service.models import JobMetric, JobPage, JobPublic, MetricHistory
 from service.spec import JobSpec
 from service.states import TERMINAL, JobStatus
 from worker.rundir import RunDir
@@ -33,10 +33,7 @@ def submit_job(
     ] = None,
 ) -> JobPublic:
     """Queues a training job. 422 names the field when the spec can never run here."""
-    with service.db.read() as session:
-        gpus = list(session.exec(select(Gpu)).all())
-    present = {d.index for d in service.board.inventory.devices}
-    admission.check(spec, [g for g in gpus if g.index in present], service.settings.gpu_headroom_mb)
+    admission.check(spec, service.board.inventory.devices, service.settings.gpu_headroom_mb)
     job, created = jobs.create_job(
         service.db, spec=spec, owner=ANONYMOUS, idempotency_key=idempotency_key
     )

@@ -14,114 +14,114 @@ def field_error(response, loc: list, words: str) -> None:
     assert words in matching[0]["msg"], matching[0]["msg"]
 
 
-def assert_nothing_queued(client) -> None:
-    assert client.get("/v1/jobs").json()["jobs"] == []
+def assert_nothing_queued(api) -> None:
+    assert api.get("/v1/jobs").json()["jobs"] == []
 
 
-def test_missing_field(client):
+def test_missing_field(api):
     spec = job_spec()
     del spec["keras"]["data"]
-    field_error(client.post("/v1/jobs", json=spec), ["body", "keras", "data"], "Field required")
-    assert_nothing_queued(client)
+    field_error(api.post("/v1/jobs", json=spec), ["body", "keras", "data"], "Field required")
+    assert_nothing_queued(api)
 
 
-def test_wrong_field_type(client):
-    response = client.post("/v1/jobs", json=job_spec(keras={"epochs": "many"}))
+def test_wrong_field_type(api):
+    response = api.post("/v1/jobs", json=job_spec(keras={"epochs": "many"}))
     field_error(response, ["body", "keras", "epochs"], "integer")
 
 
-def test_unknown_field(client):
-    response = client.post("/v1/jobs", json=job_spec(resources={"gpu": 1}))
+def test_unknown_field(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpu": 1}))
     field_error(response, ["body", "resources", "gpu"], "Extra inputs are not permitted")
 
 
-def test_unknown_gpu_ids(client):
-    response = client.post("/v1/jobs", json=job_spec(resources={"gpu_ids": [0, 7]}))
+def test_unknown_gpu_ids(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpu_ids": [0, 7]}))
     field_error(response, ["body", "resources", "gpu_ids"], "no GPU with index 7")
-    assert_nothing_queued(client)
+    assert_nothing_queued(api)
 
 
-def test_more_gpus_than_the_box_has(client):
-    response = client.post("/v1/jobs", json=job_spec(resources={"gpus": 3}))
+def test_more_gpus_than_the_box_has(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpus": 3}))
     field_error(response, ["body", "resources", "gpus"], "3 GPUs requested but this box has 2")
 
 
-def test_cap_larger_than_a_gpu(client):
-    response = client.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "memory_mb": 9000}))
+def test_cap_larger_than_a_gpu(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "memory_mb": 9000}))
     field_error(response, ["body", "resources", "memory_mb"], "more than a GPU here has (8192 MiB)")
 
 
-def test_cap_smaller_than_the_headroom(client):
-    response = client.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "memory_mb": 500}))
+def test_cap_smaller_than_the_headroom(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "memory_mb": 500}))
     field_error(response, ["body", "resources", "memory_mb"], "ask for at least 1024 MiB")
 
 
-def test_nonexistent_data_path(client, tmp_path):
+def test_nonexistent_data_path(api, tmp_path):
     data = {"source": "npz", "path": str(tmp_path / "missing.npz")}
-    response = client.post("/v1/jobs", json=job_spec(keras={"data": data}))
+    response = api.post("/v1/jobs", json=job_spec(keras={"data": data}))
     field_error(response, ["body", "keras", "data", "path"], "does not exist")
 
 
-def test_relative_data_path(client):
-    response = client.post(
+def test_relative_data_path(api):
+    response = api.post(
         "/v1/jobs", json=job_spec(keras={"data": {"source": "npz", "path": "d.npz"}})
     )
     field_error(response, ["body", "keras", "data", "path"], "must be an absolute path")
 
 
-def test_data_file_that_is_not_npz(client, tmp_path):
+def test_data_file_that_is_not_npz(api, tmp_path):
     bogus = tmp_path / "bogus.npz"
     bogus.write_text("not a zip")
     data = {"source": "npz", "path": str(bogus)}
-    response = client.post("/v1/jobs", json=job_spec(keras={"data": data}))
+    response = api.post("/v1/jobs", json=job_spec(keras={"data": data}))
     field_error(response, ["body", "keras", "data", "path"], "is not a readable .npz file")
 
 
-def test_npz_without_the_named_array(client, tmp_path):
+@pytest.mark.parametrize(
+    ("arrays", "field", "words"),
+    [
+        ({"inputs": (4, 2), "y": (4,)}, "x", "array 'x' is not in"),
+        ({"x": (4, 2), "y": (3,)}, "y", "y has shape (3,) but x has 4 samples"),
+        ({"x": (4,), "y": (4,)}, "x", "x must be (samples, features), got (4,)"),
+    ],
+)
+def test_npz_arrays_that_do_not_fit(api, tmp_path, arrays, field, words):
     path = tmp_path / "d.npz"
-    np.savez(path, inputs=np.zeros((4, 2)), y=np.zeros(4))
+    np.savez(path, **{name: np.zeros(shape) for name, shape in arrays.items()})
     data = {"source": "npz", "path": str(path)}
-    response = client.post("/v1/jobs", json=job_spec(keras={"data": data}))
-    field_error(response, ["body", "keras", "data", "x"], "array 'x' is not in")
+    response = api.post("/v1/jobs", json=job_spec(keras={"data": data}))
+    field_error(response, ["body", "keras", "data", field], words)
 
 
-def test_npz_with_mismatched_sample_counts(client, tmp_path):
-    path = tmp_path / "d.npz"
-    np.savez(path, x=np.zeros((4, 2)), y=np.zeros(3))
-    data = {"source": "npz", "path": str(path)}
-    response = client.post("/v1/jobs", json=job_spec(keras={"data": data}))
-    field_error(response, ["body", "keras", "data", "y"], "but x has 4 samples")
-
-
-def test_malformed_json(client):
-    response = client.post(
+def test_malformed_json(api):
+    response = api.post(
         "/v1/jobs", content=b'{"keras": ', headers={"Content-Type": "application/json"}
     )
     assert response.status_code == 422
     assert "JSON decode error" in response.text
 
 
-def test_oversized_body(client):
-    response = client.post("/v1/jobs", json=job_spec(name="x", padding="y" * (1024 * 1024)))
+def test_oversized_body(api):
+    response = api.post("/v1/jobs", json=job_spec(name="x", padding="y" * (1024 * 1024)))
     assert response.status_code == 413
     assert "larger than 1024 KiB" in response.json()["detail"]
 
 
 @pytest.mark.parametrize("path", ["/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/abc", f"/v1/jobs/{2**70}"])
-def test_bad_job_ids_are_422(client, path):
-    assert client.get(path).status_code == 422
+def test_bad_job_ids_are_422(api, path):
+    assert api.get(path).status_code == 422
 
 
-def test_unknown_job_is_404(client):
+def test_unknown_job_is_404(api):
     for path in ("/v1/jobs/99", "/v1/jobs/99/logs", "/v1/jobs/99/metrics"):
-        response = client.get(path)
+        response = api.get(path)
         assert response.status_code == 404
         assert response.json() == {"detail": "job 99 not found"}
-    assert client.post("/v1/jobs/99/cancel").status_code == 404
+    assert api.post("/v1/jobs/99/cancel").status_code == 404
 
 
-def test_bad_query_parameters(client):
-    assert client.get("/v1/jobs?status=bogus").status_code == 422
-    assert client.get("/v1/jobs?limit=0").status_code == 422
-    response = client.get("/v1/jobs?cursor=zzz")
+def test_bad_query_parameters(api):
+    assert api.get("/v1/jobs?status=bogus").status_code == 422
+    assert api.get("/v1/jobs?limit=0").status_code == 422
+    response = api.get("/v1/jobs?cursor=zzz")
     field_error(response, ["query", "cursor"], "not one this server handed out")

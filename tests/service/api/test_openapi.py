@@ -12,18 +12,18 @@ def undocumented(schema: dict) -> list[str]:
     return missing
 
 
-def test_every_field_of_every_model_is_described(client):
-    assert undocumented(client.get("/openapi.json").json()) == []
+def test_every_field_of_every_model_is_described(api):
+    assert undocumented(api.get("/openapi.json").json()) == []
 
 
-def test_every_route_has_a_summary_and_description(client):
-    schema = client.get("/openapi.json").json()
+def test_every_route_has_a_summary_and_description(api):
+    schema = api.get("/openapi.json").json()
     for path, methods in schema["paths"].items():
         for method, operation in methods.items():
             assert operation.get("description"), f"{method.upper()} {path} has no docstring"
 
 
-def test_the_docs_page_is_served(client):
-    response = client.get("/docs")
+def test_the_docs_page_is_served(api):
+    response = api.get("/docs")
     assert response.status_code == 200
     assert "swagger" in response.text.lower()

@@ -1,0 +1,87 @@
+"""The job routes through HTTP, with the scheduler off so jobs stay queued."""
+
+from tests.conftest import job_spec
+
+
+def submit(api, **overrides):
+    return api.post("/v1/jobs", json=job_spec(**overrides))
+
+
+def test_submit_answers_201_with_the_queued_job(api):
+    response = submit(api, name="first", priority=3)
+    assert response.status_code == 201
+    job = response.json()
+    assert (job["id"], job["name"], job["status"], job["priority"]) == (1, "first", "queued", 3)
+    assert job["assigned_gpus"] == [] and job["attempt"] == 0
+    assert job["spec"]["keras"]["optimizer"] == "adam", "defaults are filled in"
+    assert api.get("/v1/jobs/1").json() == job
+
+
+def test_idempotency_key_replays_the_original_job(api):
+    headers = {"Idempotency-Key": "abc-123"}
+    first = api.post("/v1/jobs", json=job_spec(), headers=headers)
+    again = api.post("/v1/jobs", json=job_spec(), headers=headers)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    assert len(api.get("/v1/jobs").json()["jobs"]) == 1
+    other = api.post("/v1/jobs", json=job_spec(name="other"), headers=headers)
+    assert other.status_code == 409
+    assert "different job spec" in other.json()["detail"]
+
+
+def test_listing_filters_and_pages(api):
+    for i in range(5):
+        submit(api, name=f"j{i}")
+    api.post("/v1/jobs/2/cancel")
+    page = api.get("/v1/jobs?limit=2").json()
+    assert [j["id"] for j in page["jobs"]] == [5, 4]
+    page = api.get(f"/v1/jobs?limit=2&cursor={page['next_cursor']}").json()
+    assert [j["id"] for j in page["jobs"]] == [3, 2]
+    page = api.get(f"/v1/jobs?limit=2&cursor={page['next_cursor']}").json()
+    assert ([j["id"] for j in page["jobs"]], page["next_cursor"]) == ([1], None)
+    cancelled = api.get("/v1/jobs?status=cancelled").json()["jobs"]
+    assert [j["id"] for j in cancelled] == [2]
+    both = api.get("/v1/jobs?status=cancelled&status=queued").json()["jobs"]
+    assert len(both) == 5
+    assert api.get("/v1/jobs?owner=anonymous").json()["jobs"][0]["owner"] == "anonymous"
+    assert api.get("/v1/jobs?owner=someone-else").json()["jobs"] == []
+
+
+def test_cancel_of_a_queued_job_and_again(api):
+    submit(api)
+    response = api.post("/v1/jobs/1/cancel")
+    assert response.status_code == 202
+    job = response.json()
+    assert (job["status"], job["reason"]) == ("cancelled", "cancelled_by_user")
+    assert job["finished_at"] is not None
+    again = api.post("/v1/jobs/1/cancel")
+    assert again.status_code == 409
+    assert again.json() == {"detail": "job 1 already ended (cancelled)"}
+
+
+def test_a_queued_job_has_no_logs_or_metrics_yet(api):
+    submit(api)
+    logs = api.get("/v1/jobs/1/logs")
+    assert (logs.status_code, logs.text) == (200, "")
+    assert logs.headers["content-type"].startswith("text/plain")
+    assert api.get("/v1/jobs/1/metrics").json() == {"epochs": [], "steps": []}
+
+
+def test_gpus_and_health(api):
+    gpus = api.get("/v1/gpus").json()
+    assert [(g["index"], g["memory_total_mb"], g["state"]) for g in gpus] == [
+        (0, 8192, "free"),
+        (1, 8192, "free"),
+    ]
+    health = api.get("/healthz")
+    assert health.status_code == 503, "the scheduler is off in this fixture"
+    assert health.json()["status"] == "scheduler stopped"
+
+
+def test_healthz_is_ok_with_the_scheduler(client):
+    assert client.get("/healthz").json() == {
+        "status": "ok",
+        "gpus": 2,
+        "simulated_gpus": True,
+        "running_jobs": 0,
+    }

@@ -1,0 +1,93 @@
+"""The scheduler driven step by step against a real database (no loop thread)."""
+
+import json
+
+import pytest
+from sqlmodel import select
+
+from service import jobs
+from service.gpus import board as gpu_board
+from service.gpus.board import Board
+from service.gpus.inventory import discover
+from service.models import Allocation
+from service.scheduler.loop import Scheduler, SchedulerLocked
+from service.spec import JobSpec
+from service.states import JobStatus, Reason
+from tests.conftest import job_spec
+
+
+@pytest.fixture
+def scheduler(db, settings):
+    inventory = discover(settings.gpus)
+    gpu_board.sync(db, inventory)
+    return Scheduler(db, settings, Board(db, inventory))
+
+
+def queue(db, **overrides) -> int:
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), owner="ana")
+    return job.id
+
+
+def test_place_records_why_a_job_waits(db, scheduler):
+    # A whole-GPU job on GPU 1 is held by a job gpuq already placed there.
+    holder = queue(db, resources={"gpu_ids": [1]})
+    with db.write() as session:
+        jobs.transition(session, holder, JobStatus.starting, assigned_gpus=[1], attempt=1)
+        session.add(Allocation(job_id=holder, gpu_index=1, memory_mb=None))
+    waiting = queue(db, resources={"gpu_ids": [1]})
+    scheduler.place()
+    job = jobs.get_job(db, waiting)
+    assert job.status == JobStatus.queued
+    assert job.wait_reason == "waiting for GPUs 1 whole; GPU 1 is held whole by job 1"
+
+
+def test_a_job_left_starting_without_a_runner_is_lost_and_frees_its_gpu(db, scheduler, settings):
+    job_id = queue(db)
+    with db.write() as session:
+        jobs.transition(session, job_id, JobStatus.starting, assigned_gpus=[0], attempt=1)
+        session.add(Allocation(job_id=job_id, gpu_index=0, memory_mb=None))
+    scheduler.reconcile()
+    scheduler.reap()
+    job = jobs.get_job(db, job_id)
+    assert (job.status, job.reason) == (JobStatus.failed, Reason.worker_lost)
+    with db.read() as session:
+        assert session.exec(select(Allocation)).all() == []
+
+
+def test_a_job_that_exited_while_the_service_was_down_is_judged_by_its_exit_record(
+    db, scheduler, settings
+):
+    job_id = queue(db)
+    with db.write() as session:
+        jobs.transition(session, job_id, JobStatus.starting, assigned_gpus=[0], attempt=1)
+    run = settings.runs_dir / str(job_id) / "1"
+    run.mkdir(parents=True)
+    (run / "events.jsonl").write_text(
+        json.dumps(
+            {
+                "event": "epoch",
+                "epoch": 1,
+                "step": 2,
+                "metrics": {"loss": 0.5},
+                "progress": {"epoch": 1, "epochs": 1},
+            }
+        )
+        + "\n"
+    )
+    (run / "exit.json").write_text(json.dumps({"exit_code": 0, "signal": None}))
+    (run / "runner.json").write_text(json.dumps({"runner_pid": 999_999_999}))
+    scheduler.reconcile()
+    scheduler.step()
+    job = jobs.get_job(db, job_id)
+    assert job.status == JobStatus.succeeded
+    assert job.metrics == {"loss": 0.5}
+
+
+def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
+    scheduler.start()
+    try:
+        other = Scheduler(db, settings, scheduler.board)
+        with pytest.raises(SchedulerLocked, match="already scheduling"):
+            other.start()
+    finally:
+        scheduler.stop()
