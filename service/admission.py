@@ -1,6 +1,7 @@
 """Refuses at submit what can never run on this box, naming the field and the problem."""
 
 import os
+import shutil
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 
 from service.errors import Invalid
 from service.gpus.nvml import DeviceReading
-from service.spec import JobSpec, NpzData
+from service.spec import CommandSpec, JobSpec, NpzData
 
 MIN_CAP_ABOVE_HEADROOM_MB = 256
 
@@ -18,8 +19,28 @@ MIN_CAP_ABOVE_HEADROOM_MB = 256
 def check(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:
     """Raises `Invalid` if `spec` could never be placed here or its data cannot be read."""
     _check_resources(spec, gpus, headroom_mb)
-    if isinstance(spec.keras.data, NpzData):
+    if spec.keras is not None and isinstance(spec.keras.data, NpzData):
         _check_npz(spec.keras.data)
+    if spec.command is not None:
+        _check_command(spec.command)
+
+
+def _check_command(command: CommandSpec) -> None:
+    program = command.argv[0]
+    loc: tuple[str | int, ...] = ("body", "command", "argv", 0)
+    if "/" in program:
+        if not os.path.isabs(program):
+            raise Invalid(loc, f"{program!r}: give an absolute path or a bare name on PATH")
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise Invalid(loc, f"{program!r} does not exist or is not executable")
+    elif shutil.which(program, path=command.env.get("PATH", os.environ.get("PATH"))) is None:
+        raise Invalid(loc, f"{program!r} is not found on PATH of the gpuq service")
+    if command.workdir is not None:
+        where = ("body", "command", "workdir")
+        if not os.path.isabs(command.workdir):
+            raise Invalid(where, f"{command.workdir!r} must be an absolute path")
+        if not os.path.isdir(command.workdir):
+            raise Invalid(where, f"{command.workdir!r} does not exist or is not a directory")
 
 
 def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:

@@ -41,6 +41,7 @@ class Job(SQLModel, table=True):
     num_replicas: int | None = None
     gpu_memory_peak_mb: int | None = None
     log_tail: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
     runner_pid: int | None = None
     events_offset: int = 0
@@ -77,6 +78,13 @@ class Gpu(SQLModel, table=True):
     name: str
     memory_total_mb: int
     simulated: bool = False
+    #: `draining` after a job ended, until its processes and memory are gone; then
+    #: `quarantined` if they stay. Null when the GPU can be placed on.
+    hold: str | None = None
+    hold_reason: str | None = None
+    hold_job_id: int | None = None
+    hold_pids: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    hold_since: datetime | None = _utc(default=None)
 
 
 class Allocation(SQLModel, table=True):
@@ -125,6 +133,7 @@ class JobPublic(BaseModel):
     gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
     num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
     log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
+    warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
     created_at: datetime = _d("Submitted (UTC).")
     started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
     running_at: datetime | None = _d("The first training step was reported (UTC).")
@@ -176,6 +185,8 @@ class GpuPublic(BaseModel):
     memory_used_mb: int = _d("Used memory in MiB (NVML; declared caps on simulated GPUs).")
     memory_free_mb: int = _d("Free memory in MiB.")
     state: str = _d("`free`, `in_use`, `draining` or `quarantined`.")
+    state_reason: str | None = _d("Why a GPU is draining or quarantined.")
+    utilization_pct: int | None = _d("GPU utilisation in percent (NVML; null when unknown).")
     simulated: bool = _d("True for GPUs simulated with CPU devices (`GPUQ_GPUS=sim:...`).")
     allocations: list[AllocationPublic] = _d("Jobs placed on this GPU.")
     foreign_processes: list[ForeignProcess] = _d("Processes gpuq did not start, with memory.")

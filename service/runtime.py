@@ -6,7 +6,8 @@ from service import migrate
 from service.db import Database
 from service.gpus import board as gpu_board
 from service.gpus.board import Board
-from service.gpus.inventory import discover
+from service.gpus.inventory import Inventory, discover
+from service.gpus.nvml import GpuProbe
 from service.scheduler.loop import Scheduler
 from service.settings import Settings
 
@@ -19,13 +20,20 @@ class Service:
     scheduler: Scheduler
 
     @classmethod
-    def open(cls, settings: Settings, *, schedule: bool = True) -> "Service":
+    def open(
+        cls, settings: Settings, *, schedule: bool = True, probe: GpuProbe | None = None
+    ) -> "Service":
         """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble.
 
-        `schedule=False` serves the API only: jobs are stored and stay queued.
+        `schedule=False` serves the API only: jobs are stored and stay queued. `probe`
+        replaces NVML with a stand-in (tests): its readings drive placement, sampling and
+        draining while workers train on simulated devices.
         """
         settings.home.mkdir(parents=True, exist_ok=True)
-        inventory = discover(settings.gpus)
+        if probe is None:
+            inventory = discover(settings.gpus)
+        else:
+            inventory = Inventory.from_probe(probe, simulated=True)
         db = Database.open(settings.db_url)
         migrate.upgrade(db)
         gpu_board.sync(db, inventory)

@@ -2,6 +2,7 @@
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +19,16 @@ class Settings(BaseSettings):
     cancel_grace_s: float = Field(30.0, ge=0, description="SIGTERM → SIGKILL grace period.")
     gpu_headroom_mb: int = Field(
         768, ge=0, description="Part of a job's memory_mb kept for CUDA context and workspaces."
+    )
+    over_cap: Literal["warn", "kill"] = Field(
+        "kill", description="What to do when NVML shows a job over its memory_mb on a GPU."
+    )
+    sample_s: float = Field(1.0, gt=0, description="How often GPU memory is sampled (NVML).")
+    drain_timeout_s: float = Field(
+        30.0, gt=0, description="How long a GPU may drain before it is quarantined."
+    )
+    drain_slack_mb: int = Field(
+        512, ge=0, description="Used memory no process accounts for that still counts as free."
     )
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")

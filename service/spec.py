@@ -135,12 +135,51 @@ class Resources(StrictModel):
         return 1 if self.gpus is None else self.gpus
 
 
+RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_GPU_ALLOCATOR")
+
+
+class CommandSpec(StrictModel):
+    argv: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1,
+        max_length=1024,
+        description="The program and its arguments, run directly (no shell). A bare name is "
+        "looked up on the service's PATH.",
+    )
+    workdir: str | None = Field(
+        None, max_length=4096, description="Absolute working directory; default the run dir."
+    )
+    env: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
+        Annotated[str, Field(max_length=32768)],
+    ] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="Extra environment variables. The GPU variables are gpuq's to set.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "CommandSpec":
+        if any("\0" in part for part in self.argv):
+            raise ValueError("argv must not contain NUL characters")
+        taken = sorted(k for k in self.env if k in RESERVED_ENV or k.startswith("GPUQ_"))
+        if taken:
+            raise ValueError(f"env may not set {', '.join(taken)}: gpuq sets them for the job")
+        if any("\0" in v for v in self.env.values()):
+            raise ValueError("env values must not contain NUL characters")
+        return self
+
+
 class JobSpec(StrictModel):
     name: str = Field(
         "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
     )
-    kind: Literal["keras"] = Field("keras", description="`keras`: gpuq builds and trains.")
-    keras: KerasSpec = Field(description="What to train and how.")
+    kind: Literal["keras", "command"] = Field(
+        "keras",
+        description="`keras`: gpuq builds and trains the model in `keras`. `command`: runs "
+        "your own program from `command` with the assigned GPUs and caps.",
+    )
+    keras: KerasSpec | None = Field(None, description="What to train and how (kind keras).")
+    command: CommandSpec | None = Field(None, description="What to run (kind command).")
     resources: Resources = Field(
         default_factory=Resources, description="GPUs and memory the job needs."
     )
@@ -151,3 +190,12 @@ class JobSpec(StrictModel):
     max_retries: int = Field(
         0, ge=0, le=0, description="Automatic retries; not available yet, so only 0."
     )
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> "JobSpec":
+        body, other = ("keras", "command") if self.kind == "keras" else ("command", "keras")
+        if getattr(self, body) is None:
+            raise ValueError(f"kind {self.kind!r} needs a `{body}` section")
+        if getattr(self, other) is not None:
+            raise ValueError(f"kind {self.kind!r} takes no `{other}` section")
+        return self

@@ -1,5 +1,6 @@
 """Shared fixtures: a real SQLite file and state directory per test, simulated GPUs."""
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -86,6 +87,16 @@ def wait_for(
             return job
         time.sleep(0.1)
     raise AssertionError(f"job {job_id} did not get there in {timeout_s}s; last seen: {job}")
+
+
+def command_spec(code: str, **resources: Any) -> dict[str, Any]:
+    """A `command` job running `python -c code` with this test run's interpreter."""
+    return {
+        "name": "cmd",
+        "kind": "command",
+        "command": {"argv": [sys.executable, "-c", code]},
+        "resources": resources or {"gpus": 1},
+    }
 
 
 def ended(job: dict[str, Any]) -> bool:

@@ -1,7 +1,11 @@
 """Configures TensorFlow's devices before any op runs: memory caps, or simulated GPUs."""
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
+
+#: The environment variable that carries a `DevicePlan` to a `command` job's hook.
+ENV = "GPUQ_DEVICES"
 
 
 class DeviceMismatch(RuntimeError):
@@ -14,6 +18,13 @@ class DevicePlan:
     count: int  #: GPUs assigned (0 for a CPU job)
     memory_limit_mb: int | None = None  #: TensorFlow's cap per GPU, headroom already taken off
     memory_growth: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "DevicePlan":
+        return cls(**json.loads(text))
 
 
 def configure(tf: Any, plan: DevicePlan) -> list[str]:

@@ -13,7 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from worker.command import process_for
+from worker.events import EventWriter
 from worker.rundir import RunDir, write_json_atomic
+from worker.runspec import RunSpec
 
 HEARTBEAT_S = 2.0
 
@@ -34,14 +37,23 @@ def main(argv: list[str]) -> int:
     # record how training ended. A handler (not SIG_IGN) is reset in the child on exec.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
-    with open(run.log, "ab", buffering=0) as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "worker.train", str(run.path)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=run.path,
-        )
+    events = EventWriter(run.events)
+    runspec = RunSpec.model_validate_json(run.spec.read_text())
+    args, env, cwd = process_for(run, runspec)
+    try:
+        with open(run.log, "ab", buffering=0) as log:
+            child = subprocess.Popen(
+                args,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+    except OSError as exc:
+        events.emit("failed", reason="launch_error", message=f"cannot start {args[0]!r}: {exc}")
+        write_json_atomic(run.exit, {"exit_code": 127, "signal": None, "finished_at": time.time()})
+        return 127
     write_json_atomic(
         run.runner,
         {
@@ -51,6 +63,9 @@ def main(argv: list[str]) -> int:
             "train_start_ticks": process_start_ticks(child.pid),
         },
     )
+    if runspec.spec.kind == "command":
+        # gpuq cannot see inside a user's program: it counts as running once started.
+        events.emit("running", pid=child.pid)
     while True:
         run.heartbeat.touch()
         try:

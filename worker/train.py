@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from worker.devices import DeviceMismatch, DevicePlan, configure
+from worker.command import device_plan
+from worker.devices import DeviceMismatch, configure
 from worker.events import EventWriter, finite
 from worker.exitcodes import ExitCode
 from worker.rundir import RunDir
@@ -52,8 +53,10 @@ def main(argv: list[str]) -> int:
 
 
 def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
-    spec, devices = runspec.spec, runspec.devices
-    plan = DevicePlan(devices.mode, devices.count, devices.memory_limit_mb, devices.memory_growth)
+    spec, devices = runspec.spec.keras, runspec.devices
+    if spec is None:
+        raise ValueError("worker.train runs kind keras only")
+    plan = device_plan(runspec)
     t0 = time.monotonic()
     import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
 
@@ -84,22 +87,22 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}, TensorFlow {tf.__version__}",
         flush=True,
     )
-    keras.utils.set_random_seed(spec.keras.seed)
-    x, y = data.load(spec.keras)
-    train_samples = int(len(x) * (1 - spec.keras.validation_split))
+    keras.utils.set_random_seed(spec.seed)
+    x, y = data.load(spec)
+    train_samples = int(len(x) * (1 - spec.validation_split))
     progress = GpuqProgress(
-        run.events, batch_size=spec.keras.batch_size, samples=train_samples, echo=True
+        run.events, batch_size=spec.batch_size, samples=train_samples, echo=True
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
     with strategy.scope():
-        model = models.build(keras, spec.keras, tuple(x.shape[1:]))
+        model = models.build(keras, spec, tuple(x.shape[1:]))
     history = model.fit(
         x,
         y,
-        epochs=spec.keras.epochs,
-        batch_size=spec.keras.batch_size,
-        validation_split=spec.keras.validation_split,
-        shuffle=spec.keras.shuffle,
+        epochs=spec.epochs,
+        batch_size=spec.batch_size,
+        validation_split=spec.validation_split,
+        shuffle=spec.shuffle,
         callbacks=[progress],
         verbose=0,
     )

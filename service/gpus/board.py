@@ -1,15 +1,16 @@
 """The GPUs as gpuq sees them: stored identity, allocations, live memory, foreign use."""
 
 import logging
-import os
 from collections.abc import Iterable
 
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from service.db import Database
 from service.gpus.inventory import Inventory
 from service.gpus.nvml import DeviceReading
 from service.models import Allocation, AllocationPublic, ForeignProcess, Gpu, GpuPublic
+from service.scheduler.memory import process_group
 from service.scheduler.placement import GpuSlot, Held
 
 log = logging.getLogger(__name__)
@@ -33,19 +34,12 @@ def sync(db: Database, inventory: Inventory) -> None:
             session.add(row)
 
 
-def _process_group(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
-
-
 def foreign_processes(reading: DeviceReading, job_groups: set[int]) -> list[ForeignProcess]:
     """Processes on a GPU outside every gpuq job's process group."""
     return [
         ForeignProcess(pid=p.pid, memory_mb=p.memory_mb)
         for p in reading.processes
-        if _process_group(p.pid) not in job_groups
+        if process_group(p.pid) not in job_groups
     ]
 
 
@@ -79,9 +73,29 @@ class Board:
                 if reading is None
                 else sum(p.memory_mb for p in foreign_processes(reading, job_groups))
             )
-            slots.append(GpuSlot(gpu.index, gpu.memory_total_mb, foreign))
+            unavailable = None
+            if gpu.hold == "draining":
+                unavailable = f"draining after job {gpu.hold_job_id}"
+            elif gpu.hold == "quarantined":
+                unavailable = f"quarantined ({gpu.hold_reason})"
+            slots.append(GpuSlot(gpu.index, gpu.memory_total_mb, foreign, unavailable))
         held = [Held(a.job_id, a.gpu_index, a.memory_mb) for a in allocations]
         return slots, held
+
+    def release(self, index: int) -> bool:
+        """Clears a draining or quarantined hold; False if the GPU was not held."""
+        with self.db.write() as session:
+            result = session.execute(
+                update(Gpu)
+                .where(col(Gpu.index) == index, col(Gpu.hold).is_not(None))
+                .values(
+                    hold=None, hold_reason=None, hold_job_id=None, hold_pids=[], hold_since=None
+                )
+            )
+        released = result.rowcount == 1  # type: ignore[attr-defined]
+        if released:
+            log.info("GPU %d: released by request", index)
+        return released
 
     def describe(self, job_groups: Iterable[int]) -> list[GpuPublic]:
         """The `GET /v1/gpus` view."""
@@ -110,7 +124,9 @@ class Board:
                     memory_total_mb=gpu.memory_total_mb,
                     memory_used_mb=used,
                     memory_free_mb=gpu.memory_total_mb - used,
-                    state="in_use" if mine else "free",
+                    state=gpu.hold or ("in_use" if mine else "free"),
+                    state_reason=gpu.hold_reason,
+                    utilization_pct=reading.utilization_pct if reading else None,
                     simulated=gpu.simulated,
                     allocations=[
                         AllocationPublic(job_id=a.job_id, memory_mb=a.memory_mb) for a in mine

@@ -2,7 +2,7 @@
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.gpus.nvml import DeviceReading, GpuProbe, NvmlProbe, NvmlUnavailable
 
@@ -20,8 +20,16 @@ class InventoryError(ValueError):
 @dataclass(frozen=True)
 class Inventory:
     devices: list[DeviceReading]
+    #: workers train on simulated devices (logical CPUs) rather than CUDA
     simulated: bool
-    probe: GpuProbe | None  # None for simulated GPUs: nothing to read at run time
+    #: live readings (NVML, or a test's stand-in); None: nothing to read at run time
+    probe: GpuProbe | None
+    #: (i, j) with i < j → NVML topology level; lower is closer
+    topology: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    @classmethod
+    def from_probe(cls, probe: GpuProbe, *, simulated: bool) -> "Inventory":
+        return cls(probe.read(), simulated=simulated, probe=probe, topology=probe.topology())
 
 
 def parse_sim(value: str) -> list[DeviceReading]:
@@ -62,8 +70,7 @@ def discover(setting: str) -> Inventory:
     if mode not in {"auto", "nvml"}:
         parse_sim(setting)  # raises with the usage message
     try:
-        probe = NvmlProbe()
-        return Inventory(probe.read(), simulated=False, probe=probe)
+        return Inventory.from_probe(NvmlProbe(), simulated=False)
     except NvmlUnavailable as exc:
         if mode == "nvml":
             raise InventoryError(

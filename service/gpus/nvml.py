@@ -1,9 +1,25 @@
-"""The one place that talks to NVML; everything else sees `DeviceReading`s."""
+"""The one place that talks to NVML; everything else sees `DeviceReading`s.
 
+Tests use a stand-in with the same two methods (`read`, `topology`) that reports chosen
+processes and memory, since CI has no GPU.
+"""
+
+import itertools
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 MIB = 1024 * 1024
+
+#: NVML topology levels, closest first (nvmlGpuTopologyLevel_t); NVLink is closer still.
+NVLINK = 0
+TOPOLOGY_NAMES = {
+    0: "NVLink",
+    10: "same board",
+    20: "same PCIe switch",
+    30: "same PCIe host bridge",
+    40: "same NUMA node",
+    50: "across NUMA nodes",
+}
 
 
 @dataclass(frozen=True)
@@ -20,11 +36,17 @@ class DeviceReading:
     memory_total_mb: int
     memory_used_mb: int
     processes: tuple[ProcessReading, ...] = field(default=())
+    utilization_pct: int | None = None
 
 
 class GpuProbe(Protocol):
     def read(self) -> list[DeviceReading]:
-        """Current memory and compute processes of every GPU, by NVML index."""
+        """Current memory, utilisation and compute processes of every GPU, by NVML index."""
+        ...
+
+    def topology(self) -> dict[tuple[int, int], int]:
+        """For each pair of GPU indices (i < j), how close they are: a level above, lower
+        is closer."""
         ...
 
 
@@ -45,7 +67,7 @@ class NvmlProbe:
             raise NvmlUnavailable(f"NVML is not usable here: {exc}") from exc
         if count == 0:
             raise NvmlUnavailable("NVML found no GPU")
-        self._nvml = pynvml
+        self._nvml: Any = pynvml
 
     def read(self) -> list[DeviceReading]:
         nvml = self._nvml
@@ -57,6 +79,10 @@ class NvmlProbe:
                 ProcessReading(p.pid, (p.usedGpuMemory or 0) // MIB)
                 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
             )
+            try:
+                utilization: int | None = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            except nvml.NVMLError:
+                utilization = None
             readings.append(
                 DeviceReading(
                     index=index,
@@ -65,9 +91,37 @@ class NvmlProbe:
                     memory_total_mb=memory.total // MIB,
                     memory_used_mb=memory.used // MIB,
                     processes=processes,
+                    utilization_pct=utilization,
                 )
             )
         return readings
+
+    def topology(self) -> dict[tuple[int, int], int]:
+        nvml = self._nvml
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        levels = {}
+        for i, j in itertools.combinations(range(len(handles)), 2):
+            try:
+                level = int(nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j]))
+            except nvml.NVMLError:
+                level = max(TOPOLOGY_NAMES)
+            if self._nvlinked(handles[i], j):
+                level = NVLINK
+            levels[(i, j)] = level
+        return levels
+
+    def _nvlinked(self, handle: Any, other: int) -> bool:
+        nvml = self._nvml
+        other_bus = nvml.nvmlDeviceGetPciInfo(nvml.nvmlDeviceGetHandleByIndex(other)).busId
+        for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                if nvml.nvmlDeviceGetNvLinkState(handle, link) != nvml.NVML_FEATURE_ENABLED:
+                    continue
+                if nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId == other_bus:
+                    return True
+            except nvml.NVMLError:
+                return False  # no NVLink on this GPU, or no more links
+        return False
 
 
 def _text(value: str | bytes) -> str:

@@ -53,6 +53,8 @@ def apply_events(session: Session, job: Job, events: list[dict[str, Any]], offse
         kind = event.get("event")
         if kind == "started":
             values["num_replicas"] = event.get("num_replicas")
+        elif kind == "running":
+            began_training = True
         elif kind in ("step", "epoch"):
             began_training = True
             values["progress"] = event.get("progress") or {}

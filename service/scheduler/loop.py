@@ -24,6 +24,7 @@ from service.db import Database, utcnow
 from service.gpus.board import Board
 from service.jobs import transition
 from service.models import Allocation, Job
+from service.scheduler.gpu_guard import GpuGuard, MemoryWatch, kill_reason
 from service.scheduler.ingest import apply_events, read_events
 from service.scheduler.launch import devices_for, launch
 from service.scheduler.outcome import classify
@@ -51,7 +52,8 @@ class Watch:
     job_id: int
     run: RunDir
     pid: int
-    cpu_only: bool
+    gpus: list[int]
+    memory: MemoryWatch
     offset: int = 0
     proc: subprocess.Popen[bytes] | None = None  #: None for a runner adopted after a restart
     start_ticks: int | None = None
@@ -74,6 +76,7 @@ class Scheduler:
         self.db = db
         self.settings = settings
         self.board = board
+        self.guard = GpuGuard(db, settings, board)
         self.watches: dict[int, Watch] = {}
         self.last_step_s = 0.0
         self._wake = threading.Event()
@@ -138,8 +141,10 @@ class Scheduler:
 
     def step(self) -> None:
         self.ingest()
+        self.sample()
         self.reap()
         self.enforce()
+        self.guard.drain()
         self.place()
 
     def reconcile(self) -> None:
@@ -154,7 +159,8 @@ class Scheduler:
                 job_id=job.id,
                 run=run,
                 pid=int(info.get("runner_pid") or job.runner_pid or 0),
-                cpu_only=job.gpu_count == 0,
+                gpus=list(job.assigned_gpus),
+                memory=MemoryWatch(job.memory_mb, job.gpu_memory_peak_mb or 0),
                 offset=job.events_offset,
                 start_ticks=info.get("runner_start_ticks"),
             )
@@ -176,6 +182,22 @@ class Scheduler:
                 apply_events(session, job, events, offset)
         watch.offset = offset
 
+    def sample(self) -> None:
+        """Records GPU memory peaks; kills a job over its cap under GPUQ_OVER_CAP=kill."""
+        groups = {w.pid: w.job_id for w in self.watches.values() if w.gpus and w.pid > 0}
+        memory = {w.job_id: w.memory for w in self.watches.values() if w.gpus}
+        for overrun in self.guard.sample(groups, memory):
+            watch = self.watches[overrun.job_id]
+            with self.db.write() as session:
+                session.execute(
+                    update(Job)
+                    .where(col(Job.id) == overrun.job_id, col(Job.stop_sent_at).is_(None))
+                    .values(**kill_reason(overrun.detail))
+                )
+            # No grace: memory over the cap is memory another job was promised.
+            watch.signal(signal.SIGKILL)
+            watch.killed = True
+
     def reap(self) -> None:
         """Judges every job whose runner has exited, and frees its GPUs."""
         for watch in list(self.watches.values()):
@@ -192,13 +214,17 @@ class Scheduler:
             if job is None:
                 return
             claimed = (job.reason.value, job.message or "") if job.reason else None
+            tail = _tail(watch.run.log)
             outcome = classify(
                 exit_info=exit_info,
                 worker_failure=claimed,
                 stop_reason=job.stop_reason,
                 time_limit_s=job.spec.get("time_limit_s"),
+                builtin=job.spec.get("kind") == "keras",
+                log_tail=tail,
             )
-            tail = [] if outcome.status == JobStatus.succeeded else _tail(watch.run.log)
+            if outcome.status == JobStatus.succeeded:
+                tail = []
             transition(
                 session,
                 watch.job_id,
@@ -209,6 +235,9 @@ class Scheduler:
                 log_tail=tail,
             )
             session.execute(delete(Allocation).where(col(Allocation.job_id) == watch.job_id))
+        # Whatever the job left behind in its process group goes now.
+        watch.signal(signal.SIGKILL)
+        self.guard.hold(watch.job_id, watch.gpus, watch.memory)
         log.info(
             "job %d: %s (%s) %s",
             watch.job_id,
@@ -260,7 +289,7 @@ class Scheduler:
             if not queued:
                 return
             slots, held = self.board.slots(session, self.job_groups())
-        cpu_busy = sum(w.cpu_only for w in self.watches.values())
+        cpu_busy = sum(not w.gpus for w in self.watches.values())
         requests = [
             Request(
                 job_id=job_id,
@@ -331,7 +360,9 @@ class Scheduler:
             return
         with self.db.write() as session:
             session.execute(update(Job).where(col(Job.id) == job.id).values(runner_pid=proc.pid))
-        self.watches[job.id] = Watch(job.id, run_dir, proc.pid, cpu_only=not indices, proc=proc)
+        self.watches[job.id] = Watch(
+            job.id, run_dir, proc.pid, indices, MemoryWatch(placement.memory_mb), proc=proc
+        )
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         log.info(
             "job %d: attempt %d started on GPUs %s (runner pid %d)",

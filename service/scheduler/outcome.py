@@ -1,6 +1,7 @@
 """How a finished job is judged: its final state, reason and one-line explanation."""
 
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ from worker.exitcodes import ExitCode
 
 HINTS = {
     Reason.gpu_oom: "lower batch_size or raise memory_mb",
+    Reason.memory_cap_exceeded: "raise memory_mb or lower batch_size",
     Reason.host_oom: "lower batch_size or use a smaller data set",
     Reason.invalid_spec: "check the job spec against the API docs at /docs",
     Reason.device_mismatch: "the GPUs may have changed; check `gpuq gpus`",
@@ -36,21 +38,37 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+OOM_MARKERS = ("ResourceExhaustedError", "OOM when allocating", "CUDA out of memory")
+
+
 def classify(
     *,
     exit_info: dict[str, Any] | None,
     worker_failure: tuple[str, str] | None,
     stop_reason: Reason | None,
     time_limit_s: float | None,
+    builtin: bool = True,
+    log_tail: Sequence[str] = (),
 ) -> Outcome:
-    """Judges a job from the runner's `exit.json`, the worker's own failure event (if any)
-    and whether the scheduler stopped it."""
+    """Judges a job from the runner's `exit.json`, the worker's own failure event (if any),
+    whether the scheduler stopped it, and (for a user's own program) its last log lines.
+
+    Exit codes mean something only for gpuq's own training process (`builtin`); a user's
+    program may use any code."""
     code = exit_info.get("exit_code") if exit_info else None
     if stop_reason == Reason.time_limit:
         return Outcome(
             JobStatus.timed_out,
             Reason.time_limit,
             f"stopped after reaching its time limit of {time_limit_s:g} s",
+            code,
+        )
+    if stop_reason == Reason.memory_cap_exceeded:
+        detail = worker_failure[1] if worker_failure else "went over its GPU memory cap"
+        return Outcome(
+            JobStatus.failed,
+            Reason.memory_cap_exceeded,
+            f"{detail}: {HINTS[Reason.memory_cap_exceeded]}",
             code,
         )
     if stop_reason == Reason.cancelled_by_user:
@@ -75,8 +93,11 @@ def classify(
             + ("; SIGKILL often means the host ran out of memory" if number == 9 else ""),
             None,
         )
-    reason = _CODE_REASONS.get(code, Reason.nonzero_exit)
-    detail = f"the training process exited with code {code}"
+    reason = _CODE_REASONS.get(code, Reason.nonzero_exit) if builtin else Reason.nonzero_exit
+    detail = f"the {'training process' if builtin else 'program'} exited with code {code}"
+    oom = next((line for line in reversed(log_tail) if any(m in line for m in OOM_MARKERS)), None)
+    if reason == Reason.nonzero_exit and oom is not None:
+        reason, detail = Reason.gpu_oom, f"ran out of GPU memory ({oom.strip()[:300]})"
     if worker_failure is not None:
         claimed, detail = worker_failure
         if claimed in Reason.__members__:

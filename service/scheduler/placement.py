@@ -14,6 +14,7 @@ class GpuSlot:
     index: int
     memory_total_mb: int
     foreign_mb: int = 0  #: memory held by processes gpuq did not start
+    unavailable: str | None = None  #: why nothing may be placed here (draining, quarantined)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class _Board:
         return max(0, gpu.memory_total_mb - gpu.foreign_mb - declared)
 
     def fits(self, index: int, memory_mb: int | None) -> bool:
-        if index not in self.gpus:
+        if index not in self.gpus or self.gpus[index].unavailable:
             return False
         if memory_mb is None:
             return not self.holders[index]
@@ -78,6 +79,8 @@ class _Board:
             self.holders[index].append(Held(job_id, index, memory_mb))
 
     def describe(self, index: int) -> str:
+        if self.gpus[index].unavailable:
+            return f"GPU {index} is {self.gpus[index].unavailable}"
         whole = [h.job_id for h in self.holders[index] if h.memory_mb is None]
         if whole:
             return f"GPU {index} is held whole by job {whole[0]}"

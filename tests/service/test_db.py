@@ -24,7 +24,7 @@ def test_the_migration_creates_exactly_the_models_tables(db: Database):
 def test_migrating_twice_is_harmless(db: Database):
     migrate.upgrade(db)
     with db.reader.connect() as conn:
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0001"
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0002"
 
 
 def test_write_transactions_take_the_write_lock_up_front(db: Database, settings):

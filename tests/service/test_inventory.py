@@ -4,7 +4,8 @@ import pytest
 
 from service.gpus import inventory as inventory_module
 from service.gpus.inventory import InventoryError, discover, parse_sim
-from service.gpus.nvml import DeviceReading, NvmlUnavailable
+from service.gpus.nvml import NvmlUnavailable
+from tests.fakes import FakeNvml
 
 
 class NoDriver:
@@ -12,13 +13,6 @@ class NoDriver:
 
     def __init__(self) -> None:
         raise NvmlUnavailable("NVML is not usable here: NVML Shared Library Not Found")
-
-
-class TwoGpus:
-    """Hardware stand-in: NVML finds two 24 GiB GPUs."""
-
-    def read(self) -> list[DeviceReading]:
-        return [DeviceReading(i, f"GPU-{i}", "RTX 4090", 24564, 300) for i in range(2)]
 
 
 @pytest.fixture
@@ -54,10 +48,12 @@ def test_auto_falls_back_to_simulated_gpus_loudly(no_driver, caplog):
 
 @pytest.mark.parametrize("setting", ["auto", "nvml"])
 def test_real_gpus_are_used_when_nvml_finds_them(monkeypatch, setting):
-    monkeypatch.setattr(inventory_module, "NvmlProbe", TwoGpus)
+    fake = FakeNvml(count=2, memory_mb=24564, topology={(0, 1): 0})
+    monkeypatch.setattr(inventory_module, "NvmlProbe", lambda: fake)
     inventory = discover(setting)
     assert not inventory.simulated
     assert [(g.index, g.uuid, g.memory_total_mb) for g in inventory.devices] == [
-        (0, "GPU-0", 24564),
-        (1, "GPU-1", 24564),
+        (0, "GPU-fake-0", 24564),
+        (1, "GPU-fake-1", 24564),
     ]
+    assert inventory.topology == {(0, 1): 0}

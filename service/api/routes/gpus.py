@@ -1,14 +1,31 @@
-"""`/v1/gpus`: the inventory with allocations and foreign processes."""
+"""`/v1/gpus`: the inventory with allocations and foreign processes; releasing held GPUs."""
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from service.api.deps import ServiceDep
+from service.errors import Conflict, NotFound
 from service.models import GpuPublic
 
 router = APIRouter(prefix="/v1/gpus", tags=["gpus"])
+
+GpuIndex = Annotated[int, Path(ge=0, le=1023, description="The GPU's NVML index.")]
 
 
 @router.get("")
 def list_gpus(service: ServiceDep) -> list[GpuPublic]:
     """Every GPU: memory total/used/free, which jobs hold it, and processes gpuq did not start."""
     return service.board.describe(service.scheduler.job_groups())
+
+
+@router.post("/{index}/release")
+def release_gpu(index: GpuIndex, service: ServiceDep) -> GpuPublic:
+    """Puts a draining or quarantined GPU back into use. 409 if it is not held."""
+    views = {g.index: g for g in service.board.describe(service.scheduler.job_groups())}
+    if index not in views:
+        raise NotFound(f"no GPU with index {index}")
+    if not service.board.release(index):
+        raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
+    service.scheduler.wake()
+    return {g.index: g for g in service.board.describe(service.scheduler.job_groups())}[index]
