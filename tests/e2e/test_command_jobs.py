@@ -45,7 +45,7 @@ def test_a_failing_command_is_explained(client):
 
 
 def test_an_out_of_memory_error_in_the_log_is_recognised(client):
-    code = "import sys; print('RuntimeError: CUDA out of memory. Tried to allocate 2 GiB'); sys.exit(1)"
+    code = "print('RuntimeError: CUDA out of memory. Tried to allocate 2 GiB'); exit(1)"
     job = run(client, command_spec(code))
     assert job["reason"] == "gpu_oom"
     assert job["message"].endswith("lower batch_size or raise memory_mb")
