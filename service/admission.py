@@ -1,5 +1,6 @@
 """Refuses at submit what can never run on this box, naming the field and the problem."""
 
+import csv
 import os
 import shutil
 import zipfile
@@ -11,7 +12,7 @@ import numpy as np
 
 from service.errors import Invalid
 from service.gpus.nvml import DeviceReading
-from service.spec import CommandSpec, JobSpec, NpzData
+from service.spec import CnnModel, CommandSpec, CsvData, JobSpec, NpzData
 
 MIN_CAP_ABOVE_HEADROOM_MB = 256
 
@@ -20,7 +21,15 @@ def check(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> Non
     """Raises `Invalid` if `spec` could never be placed here or its data cannot be read."""
     _check_resources(spec, gpus, headroom_mb)
     if spec.keras is not None and isinstance(spec.keras.data, NpzData):
-        _check_npz(spec.keras.data)
+        x_shape = _check_npz(spec.keras.data)
+        if isinstance(spec.keras.model, CnnModel) and len(x_shape) not in (3, 4):
+            raise Invalid(
+                ("body", "keras", "data", "x"),
+                f"the cnn model needs images shaped (samples, height, width[, channels]), "
+                f"got {x_shape}",
+            )
+    if spec.keras is not None and isinstance(spec.keras.data, CsvData):
+        _check_csv(spec.keras.data)
     if spec.command is not None:
         _check_command(spec.command)
 
@@ -78,15 +87,44 @@ def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: 
         )
 
 
-def _check_npz(data: NpzData) -> None:
+def _readable_file(name: str) -> Path:
     loc = ("body", "keras", "data", "path")
-    path = Path(data.path)
+    path = Path(name)
     if not path.is_absolute():
-        raise Invalid(loc, f"{data.path!r} must be an absolute path on the gpuq host")
+        raise Invalid(loc, f"{name!r} must be an absolute path on the gpuq host")
     if not path.is_file():
-        raise Invalid(loc, f"{data.path!r} does not exist or is not a file")
+        raise Invalid(loc, f"{name!r} does not exist or is not a file")
     if not os.access(path, os.R_OK):
-        raise Invalid(loc, f"{data.path!r} is not readable by the gpuq service")
+        raise Invalid(loc, f"{name!r} is not readable by the gpuq service")
+    return path
+
+
+def _check_csv(data: CsvData) -> None:
+    path = _readable_file(data.path)
+    try:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f, delimiter=data.delimiter), [])
+            first = next(csv.reader(f, delimiter=data.delimiter), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise Invalid(
+            ("body", "keras", "data", "path"), f"cannot read {data.path!r}: {exc}"
+        ) from exc
+    if data.label not in header:
+        columns = ", ".join(header[:20]) or "none"
+        raise Invalid(
+            ("body", "keras", "data", "label"),
+            f"no column {data.label!r} in {data.path!r} (columns: {columns})",
+        )
+    if len(header) < 2 or first is None:
+        raise Invalid(
+            ("body", "keras", "data", "path"),
+            f"{data.path!r} needs a header, at least one input column and one data row",
+        )
+
+
+def _check_npz(data: NpzData) -> tuple[int, ...]:
+    loc = ("body", "keras", "data", "path")
+    path = _readable_file(data.path)
     try:
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
@@ -112,6 +150,7 @@ def _check_npz(data: NpzData) -> None:
             ("body", "keras", "data", "y"),
             f"y has shape {y_shape} but x has {x_shape[0]} samples",
         )
+    return x_shape
 
 
 def _npy_shape(member: IO[bytes]) -> tuple[int, ...]:

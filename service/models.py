@@ -146,6 +146,14 @@ class JobPublic(BaseModel):
         return cls.model_validate(data)
 
 
+class Preview(BaseModel):
+    would_start: bool = _d("True if the job would start right now.")
+    assigned_gpus: list[int] = _d("The GPUs it would get now; empty if it would wait.")
+    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
+    wait_reason: str | None = _d("Why it would wait, if it would.")
+    jobs_ahead: int = _d("Queued jobs that would be considered before it.")
+
+
 class JobPage(BaseModel):
     jobs: list[JobPublic] = _d("This page of jobs, newest first.")
     next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")

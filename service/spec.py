@@ -4,9 +4,17 @@ Everything here is checked before a job is accepted, so a worker only ever sees 
 parse. Checks that need the box (GPU count, file paths) live in `service.admission`.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 MAX_GPUS = 64
 
@@ -15,11 +23,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MlpModel(StrictModel):
-    builtin: Literal["mlp"] = Field(description="A fully connected network built by gpuq.")
-    hidden_units: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
-        [128, 64], min_length=1, max_length=32, description="Width of each hidden Dense layer."
-    )
+class Head(StrictModel):
     outputs: int = Field(1, ge=1, le=100_000, description="Width of the output layer.")
     activation: Literal["relu", "gelu", "tanh", "sigmoid", "elu", "swish"] = Field(
         "relu", description="Activation of the hidden layers."
@@ -30,6 +34,67 @@ class MlpModel(StrictModel):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after each hidden layer.")
 
 
+class MlpModel(Head):
+    builtin: Literal["mlp"] = Field(description="A fully connected network built by gpuq.")
+    hidden_units: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        [128, 64], min_length=1, max_length=32, description="Width of each hidden Dense layer."
+    )
+
+
+class CnnModel(Head):
+    builtin: Literal["cnn"] = Field(
+        description="Conv2D blocks (conv + max-pool) and a Dense head, for image inputs "
+        "shaped (height, width, channels)."
+    )
+    filters: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        [32, 64], min_length=1, max_length=8, description="Filters of each Conv2D block."
+    )
+    kernel_size: int = Field(3, ge=1, le=15, description="Square kernel size of every Conv2D.")
+    dense_units: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        [128], max_length=8, description="Hidden Dense layers after the conv blocks."
+    )
+
+
+class KerasJsonModel(StrictModel):
+    keras_json: str = Field(
+        min_length=2,
+        max_length=512 * 1024,
+        description="`model.to_json()` of a Keras 3 model, built from an allow-list of layer "
+        "types (no Lambda, no custom objects). Its input shape must match the data.",
+    )
+
+    @field_validator("keras_json")
+    @classmethod
+    def _safe(cls, text: str) -> str:
+        from service import keras_json
+
+        try:
+            keras_json.check(text)
+        except keras_json.UnsafeModel as exc:
+            raise ValueError(str(exc)) from None
+        return text
+
+
+def _model_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return value.get("builtin") or ("keras_json" if "keras_json" in value else None)
+    return getattr(value, "builtin", None) or (
+        "keras_json" if hasattr(value, "keras_json") else None
+    )
+
+
+Model = Annotated[
+    Annotated[MlpModel, Tag("mlp")]
+    | Annotated[CnnModel, Tag("cnn")]
+    | Annotated[KerasJsonModel, Tag("keras_json")],
+    Discriminator(
+        _model_tag,
+        custom_error_type="model_kind",
+        custom_error_message="model needs `builtin` (mlp or cnn) or `keras_json`",
+    ),
+]
+
+
 class SyntheticData(StrictModel):
     source: Literal["synthetic"] = Field(description="Random data generated in the worker.")
     samples: int = Field(2000, ge=1, le=10_000_000, description="Number of examples.")
@@ -38,6 +103,12 @@ class SyntheticData(StrictModel):
         "regression", description="Real-valued targets, or class labels."
     )
     classes: int = Field(2, ge=2, le=100_000, description="Number of classes (classification).")
+    image_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
+        None,
+        min_length=3,
+        max_length=3,
+        description="Generate images of this (height, width, channels) instead of `features`.",
+    )
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the generator.")
 
 
@@ -48,7 +119,18 @@ class NpzData(StrictModel):
     y: str = Field("y", min_length=1, max_length=256, description="Array name of the targets.")
 
 
-Data = Annotated[SyntheticData | NpzData, Field(discriminator="source")]
+class CsvData(StrictModel):
+    source: Literal["csv"] = Field(description="A CSV file with a header row on this host.")
+    path: str = Field(min_length=1, max_length=4096, description="Absolute path of the .csv file.")
+    label: str = Field(
+        min_length=1,
+        max_length=256,
+        description="Column holding the target; the other columns (all numeric) are the inputs.",
+    )
+    delimiter: str = Field(",", min_length=1, max_length=1, description="Field separator.")
+
+
+Data = Annotated[SyntheticData | NpzData | CsvData, Field(discriminator="source")]
 
 Loss = Literal[
     "mse",
@@ -62,7 +144,7 @@ Metric = Literal["mae", "mse", "accuracy", "sparse_categorical_accuracy", "binar
 
 
 class KerasSpec(StrictModel):
-    model: MlpModel = Field(description="The model to build: a builtin architecture.")
+    model: Model = Field(description="The model: a builtin (`mlp`, `cnn`) or `keras_json`.")
     data: Data = Field(description="Where the training data comes from (`source`).")
     epochs: int = Field(1, ge=1, le=100_000, description="Passes over the training data.")
     batch_size: int = Field(
@@ -79,14 +161,28 @@ class KerasSpec(StrictModel):
     )
     shuffle: bool = Field(True, description="Shuffle the training data each epoch.")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for weights and shuffling.")
+    log_device_placement: bool = Field(
+        False, description="Log which device runs each TensorFlow op (into this job's log)."
+    )
+    soft_device_placement: bool = Field(
+        True, description="Let TensorFlow fall back to another device for ops it cannot place."
+    )
 
     @model_validator(mode="after")
     def _check_consistency(self) -> "KerasSpec":
         data = self.data
+        flat = isinstance(data, CsvData) or (
+            isinstance(data, SyntheticData) and data.image_shape is None
+        )
+        if isinstance(self.model, CnnModel) and flat:
+            raise ValueError(
+                "the cnn model needs image data: synthetic with image_shape, or npz images"
+            )
         if (
             self.loss == "sparse_categorical_crossentropy"
             and isinstance(data, SyntheticData)
             and data.task == "classification"
+            and isinstance(self.model, Head)
             and self.model.outputs != data.classes
         ):
             raise ValueError(
@@ -118,6 +214,13 @@ class Resources(StrictModel):
     memory_growth: bool = Field(
         False, description="Let TensorFlow grow its GPU memory on demand instead of a fixed cap."
     )
+    replicas_per_gpu: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Split each assigned GPU into this many logical GPUs (memory cap divided "
+        "evenly), so one GPU can run a multi-replica MirroredStrategy job.",
+    )
 
     @model_validator(mode="after")
     def _check_gpus(self) -> "Resources":
@@ -126,6 +229,10 @@ class Resources(StrictModel):
                 raise ValueError("gpu_ids must not repeat a GPU")
             if self.gpus is not None and self.gpus != len(self.gpu_ids):
                 raise ValueError(f"gpus ({self.gpus}) disagrees with gpu_ids ({self.gpu_ids})")
+        if self.replicas_per_gpu > 1 and self.memory_growth:
+            raise ValueError("replicas_per_gpu needs fixed memory caps; drop memory_growth")
+        if self.replicas_per_gpu > 1 and self.gpu_count == 0:
+            raise ValueError("replicas_per_gpu needs at least one GPU")
         return self
 
     @property

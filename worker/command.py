@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).parent
 
 def device_plan(runspec: RunSpec) -> DevicePlan:
     d = runspec.devices
-    return DevicePlan(d.mode, d.count, d.memory_limit_mb, d.memory_growth)
+    return DevicePlan(d.mode, d.count, d.memory_limit_mb, d.memory_growth, d.replicas_per_gpu)
 
 
 def hook_path(run: RunDir) -> Path:

@@ -16,8 +16,13 @@ class DeviceMismatch(RuntimeError):
 class DevicePlan:
     mode: Literal["gpu", "sim", "cpu"]  #: real GPUs, simulated GPUs, or no GPU
     count: int  #: GPUs assigned (0 for a CPU job)
-    memory_limit_mb: int | None = None  #: TensorFlow's cap per GPU, headroom already taken off
+    memory_limit_mb: int | None = None  #: TensorFlow's cap per logical GPU, headroom taken off
     memory_growth: bool = False
+    replicas_per_gpu: int = 1  #: logical GPUs made from each assigned GPU
+
+    @property
+    def replicas(self) -> int:
+        return max(self.count, 1) * self.replicas_per_gpu
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -38,7 +43,7 @@ def configure(tf: Any, plan: DevicePlan) -> list[str]:
     if plan.mode == "sim":
         cpu = config.list_physical_devices("CPU")[0]
         config.set_logical_device_configuration(
-            cpu, [config.LogicalDeviceConfiguration() for _ in range(plan.count)]
+            cpu, [config.LogicalDeviceConfiguration() for _ in range(plan.replicas)]
         )
         names = [d.name for d in config.list_logical_devices("CPU")]
     else:
@@ -51,10 +56,15 @@ def configure(tf: Any, plan: DevicePlan) -> list[str]:
             if plan.memory_growth:
                 config.experimental.set_memory_growth(gpu, True)
             elif plan.memory_limit_mb is not None:
+                limit = plan.memory_limit_mb
                 config.set_logical_device_configuration(
-                    gpu, [config.LogicalDeviceConfiguration(memory_limit=plan.memory_limit_mb)]
+                    gpu,
+                    [
+                        config.LogicalDeviceConfiguration(memory_limit=limit)
+                        for _ in range(plan.replicas_per_gpu)
+                    ],
                 )
         names = [d.name for d in config.list_logical_devices("GPU")]
-    if len(names) != plan.count:
-        raise DeviceMismatch(f"expected {plan.count} devices, TensorFlow made {names}")
+    if len(names) != plan.replicas:
+        raise DeviceMismatch(f"expected {plan.replicas} devices, TensorFlow made {names}")
     return names

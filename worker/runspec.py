@@ -13,6 +13,7 @@ class Devices(BaseModel):
     indices: list[int]
     memory_limit_mb: int | None = None
     memory_growth: bool = False
+    replicas_per_gpu: int = 1
 
 
 class RunSpec(BaseModel):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from service.spec import KerasJsonModel
 from worker.command import device_plan
 from worker.devices import DeviceMismatch, configure
 from worker.events import EventWriter, finite
@@ -33,6 +34,9 @@ def main(argv: list[str]) -> int:
         return ExitCode.invalid_spec
     try:
         return train(run, runspec, events)
+    except SpecMismatch as exc:
+        events.emit("failed", reason="invalid_spec", message=str(exc))
+        return ExitCode.invalid_spec
     except DeviceMismatch as exc:
         events.emit("failed", reason="device_mismatch", message=str(exc))
         return ExitCode.device_mismatch
@@ -61,11 +65,18 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
 
     names = configure(tf, plan)
-    strategy = tf.distribute.MirroredStrategy(names)
-    if strategy.num_replicas_in_sync != max(devices.count, 1):
+    tf.config.set_soft_device_placement(spec.soft_device_placement)
+    if spec.log_device_placement:
+        tf.debugging.set_log_device_placement(True)
+    cross_device_ops = None
+    if plan.mode == "gpu" and plan.replicas_per_gpu > 1:
+        # NCCL cannot all-reduce between logical GPUs that share one physical GPU.
+        cross_device_ops = tf.distribute.HierarchicalCopyAllReduce()
+    strategy = tf.distribute.MirroredStrategy(names, cross_device_ops=cross_device_ops)
+    if strategy.num_replicas_in_sync != plan.replicas:
         raise DeviceMismatch(
             f"MirroredStrategy runs {strategy.num_replicas_in_sync} replicas, expected "
-            f"{max(devices.count, 1)}"
+            f"{plan.replicas}"
         )
     import keras
 
@@ -88,14 +99,19 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         flush=True,
     )
     keras.utils.set_random_seed(spec.seed)
-    x, y = data.load(spec)
+    with strategy.scope():
+        if isinstance(spec.model, KerasJsonModel):
+            model = models.build(keras, spec, ())
+            x, y = data.load(spec, int(model.output_shape[-1]))
+            _check_inputs(tuple(model.input_shape[1:]), tuple(x.shape[1:]))
+        else:
+            x, y = data.load(spec, spec.model.outputs)
+            model = models.build(keras, spec, tuple(x.shape[1:]))
     train_samples = int(len(x) * (1 - spec.validation_split))
     progress = GpuqProgress(
         run.events, batch_size=spec.batch_size, samples=train_samples, echo=True
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
-    with strategy.scope():
-        model = models.build(keras, spec, tuple(x.shape[1:]))
     history = model.fit(
         x,
         y,
@@ -118,6 +134,19 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     print(f"gpuq: trained; saved {run.artifacts / 'model.keras'}", flush=True)
     events.emit("finished", artifacts=["model.keras", "history.json"])
     return ExitCode.ok
+
+
+class SpecMismatch(ValueError):
+    """The spec is well-formed but its model and data do not fit together."""
+
+
+def _check_inputs(expected: tuple[int | None, ...], got: tuple[int, ...]) -> None:
+    if len(expected) != len(got) or any(
+        e not in (None, g) for e, g in zip(expected, got, strict=False)
+    ):
+        raise SpecMismatch(
+            f"the model takes inputs shaped {expected} but the data's are shaped {got}"
+        )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -10,20 +10,32 @@ from worker.rundir import RunDir, write_json_atomic
 from worker.runspec import Devices, RunSpec
 
 
-def devices_for(spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int) -> Devices:
-    """The device plan a worker applies: mode, count and TensorFlow's cap per GPU."""
+def devices_for(
+    spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int, gpu_total_mb: int
+) -> Devices:
+    """The device plan a worker applies: mode, count and TensorFlow's cap per logical GPU.
+
+    `gpu_total_mb` is the smallest assigned GPU's memory, which bounds a whole-GPU job that
+    splits its GPUs into `replicas_per_gpu` logical ones.
+    """
     res = spec.resources
     if not indices:
         return Devices(mode="cpu", count=0, indices=[])
     limit = None
-    if res.memory_mb is not None and not res.memory_growth:
-        limit = res.memory_mb - headroom_mb
+    if not res.memory_growth:
+        if res.memory_mb is not None:
+            limit = res.memory_mb - headroom_mb
+        elif res.replicas_per_gpu > 1:
+            limit = gpu_total_mb - headroom_mb
+    if limit is not None:
+        limit //= res.replicas_per_gpu
     return Devices(
         mode="sim" if simulated else "gpu",
         count=len(indices),
         indices=indices,
         memory_limit_mb=limit,
         memory_growth=res.memory_growth,
+        replicas_per_gpu=res.replicas_per_gpu,
     )
 
 

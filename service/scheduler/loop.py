@@ -5,15 +5,12 @@ thread per child), and every `active_poll_s` while jobs run so progress keeps fl
 It never blocks on a child.
 """
 
-import contextlib
 import fcntl
 import logging
-import os
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -23,52 +20,25 @@ from sqlmodel import col, select
 from service.db import Database, utcnow
 from service.gpus.board import Board
 from service.jobs import transition
-from service.models import Allocation, Job
+from service.models import Allocation, Job, Preview
 from service.scheduler.gpu_guard import GpuGuard, MemoryWatch, kill_reason
 from service.scheduler.ingest import apply_events, read_events
 from service.scheduler.launch import devices_for, launch
 from service.scheduler.outcome import classify
-from service.scheduler.placement import Placement, Request, plan
+from service.scheduler.placement import Placement, PlanInputs, order
+from service.scheduler.requests import PREVIEW_ID, request_for_job, request_for_spec
+from service.scheduler.watch import Watch, tail_log
 from service.settings import Settings
 from service.spec import JobSpec
 from service.states import ACTIVE, JobStatus, Reason
 from worker.rundir import RunDir, read_json
-from worker.runner import process_start_ticks
 from worker.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 50
-
 
 class SchedulerLocked(RuntimeError):
     """Another scheduler already runs against this state directory."""
-
-
-@dataclass
-class Watch:
-    """A launched job's runner, which leads its own process group."""
-
-    job_id: int
-    run: RunDir
-    pid: int
-    gpus: list[int]
-    memory: MemoryWatch
-    offset: int = 0
-    proc: subprocess.Popen[bytes] | None = None  #: None for a runner adopted after a restart
-    start_ticks: int | None = None
-    killed: bool = False
-
-    def alive(self) -> bool:
-        if self.proc is not None:
-            return self.proc.poll() is None
-        ticks = process_start_ticks(self.pid) if self.pid > 0 else None
-        return ticks is not None and self.start_ticks in (None, ticks)
-
-    def signal(self, sig: signal.Signals) -> None:
-        if self.pid > 0:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, sig)
 
 
 class Scheduler:
@@ -214,7 +184,7 @@ class Scheduler:
             if job is None:
                 return
             claimed = (job.reason.value, job.message or "") if job.reason else None
-            tail = _tail(watch.run.log)
+            tail = tail_log(watch.run.log)
             outcome = classify(
                 exit_info=exit_info,
                 worker_failure=claimed,
@@ -280,28 +250,30 @@ class Scheduler:
                 watch.signal(signal.SIGKILL)
                 watch.killed = True
 
-    def place(self) -> None:
-        """Starts the queued jobs that fit now; records why the others wait."""
+    def _planning_inputs(self) -> tuple[dict[int, Job], PlanInputs]:
         with self.db.read() as session:
             queued = {
-                j.id: j for j in session.exec(select(Job).where(Job.status == JobStatus.queued))
+                j.id: j
+                for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
+                if j.id is not None
             }
-            if not queued:
-                return
             slots, held = self.board.slots(session, self.job_groups())
-        cpu_busy = sum(not w.gpus for w in self.watches.values())
-        requests = [
-            Request(
-                job_id=job_id,
-                priority=job.priority,
-                gpus=job.gpu_count,
-                gpu_ids=tuple(job.spec["resources"]["gpu_ids"] or ()) or None,
-                memory_mb=job.memory_mb,
-            )
-            for job_id, job in queued.items()
-            if job_id is not None
-        ]
-        result = plan(requests, slots, held, cpu_slots=self.settings.max_cpu_jobs - cpu_busy)
+        cpu_busy = sum(not w.gpus for w in list(self.watches.values()))
+        inputs = PlanInputs(
+            queue=[request_for_job(job) for job in queued.values()],
+            gpus=slots,
+            allocations=held,
+            cpu_slots=self.settings.max_cpu_jobs - cpu_busy,
+            topology=self.board.inventory.topology,
+        )
+        return queued, inputs
+
+    def place(self) -> None:
+        """Starts the queued jobs that fit now; records why the others wait."""
+        queued, inputs = self._planning_inputs()
+        if not queued:
+            return
+        result = inputs.plan()
         changed = {i: r for i, r in result.waiting.items() if queued[i].wait_reason != r}
         if changed:
             with self.db.write() as session:
@@ -313,6 +285,22 @@ class Scheduler:
                     )
         for placement in result.placements:
             self._start(queued[placement.job_id], placement)
+
+    def preview(self, spec: JobSpec) -> Preview:
+        """Where `spec` would start if it were submitted now, or why it would wait."""
+        _, inputs = self._planning_inputs()
+        me = request_for_spec(PREVIEW_ID, spec)
+        inputs.queue.append(me)
+        result = inputs.plan()
+        ahead = [r.job_id for r in order(inputs.queue)].index(PREVIEW_ID)
+        placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
+        return Preview(
+            would_start=placed is not None,
+            assigned_gpus=list(placed.gpu_indices) if placed else [],
+            memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
+            wait_reason=result.waiting.get(PREVIEW_ID),
+            jobs_ahead=ahead,
+        )
 
     def _start(self, job: Job, placement: Placement) -> None:
         assert job.id is not None
@@ -335,11 +323,13 @@ class Scheduler:
                     Allocation(job_id=job.id, gpu_index=index, memory_mb=placement.memory_mb)
                 )
         spec = JobSpec.model_validate(job.spec)
+        totals = {d.index: d.memory_total_mb for d in self.board.inventory.devices}
         devices = devices_for(
             spec,
             indices,
             simulated=self.board.inventory.simulated,
             headroom_mb=self.settings.gpu_headroom_mb,
+            gpu_total_mb=min((totals[i] for i in indices), default=0),
         )
         run_dir = RunDir.of(self.settings.runs_dir, job.id, attempt)
         try:
@@ -375,14 +365,3 @@ class Scheduler:
     def _await_exit(self, proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
         self.wake()
-
-
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return []
-    return text.splitlines()[-lines:]

@@ -3,9 +3,14 @@
 Jobs are considered in priority order, then submission order. A GPU job that cannot start
 now blocks the GPU jobs behind it, so a large job is never starved by a stream of small
 ones. CPU-only jobs (`gpus: 0`) need no GPU and only wait for a CPU slot.
+
+Shared jobs go best fit (the fullest GPUs that still fit). A multi-GPU job gets the set of
+GPUs whose farthest pair is closest in the NVML topology (NVLink, then the same PCIe
+switch, ...), since MirroredStrategy all-reduces between every pair each step.
 """
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -38,6 +43,14 @@ class Placement:
     job_id: int
     gpu_indices: tuple[int, ...]
     memory_mb: int | None
+
+
+#: How many GPU sets a multi-GPU job may weigh; past this, the best-fit set is taken.
+MAX_SETS = 5000
+#: Topology level assumed for a pair NVML did not describe.
+FAR = 1000
+
+Topology = Mapping[tuple[int, int], int]
 
 
 @dataclass
@@ -87,7 +100,15 @@ class _Board:
         return f"GPU {index} has {self.free_mb(index)} MiB free"
 
 
-def _choose(board: _Board, request: Request) -> tuple[int, ...] | None:
+def spread(gpus: Sequence[int], topology: Topology) -> int:
+    """The topology level of the farthest pair in `gpus` (0 for a single GPU)."""
+    return max(
+        (topology.get((min(a, b), max(a, b)), FAR) for a, b in itertools.combinations(gpus, 2)),
+        default=0,
+    )
+
+
+def _choose(board: _Board, request: Request, topology: Topology) -> tuple[int, ...] | None:
     if request.gpu_ids is not None:
         ok = all(board.fits(i, request.memory_mb) for i in request.gpu_ids)
         return tuple(request.gpu_ids) if ok else None
@@ -97,7 +118,12 @@ def _choose(board: _Board, request: Request) -> tuple[int, ...] | None:
     if request.memory_mb is not None:
         # Best fit: the fullest GPUs that still fit, keeping emptier ones whole for big jobs.
         candidates.sort(key=lambda i: (board.free_mb(i), i))
-    return tuple(sorted(candidates[: request.gpus]))
+    chosen = tuple(candidates[: request.gpus])
+    if request.gpus > 1 and topology and len(candidates) > request.gpus:
+        # Sets come in best-fit order, so the first of the closest sets is also the best fit.
+        sets = itertools.islice(itertools.combinations(candidates, request.gpus), MAX_SETS)
+        chosen = min(sets, key=lambda s: spread(s, topology))
+    return tuple(sorted(chosen))
 
 
 def _wait_reason(board: _Board, request: Request) -> str:
@@ -118,6 +144,7 @@ def plan(
     gpus: Sequence[GpuSlot],
     allocations: Sequence[Held],
     cpu_slots: int = 0,
+    topology: Topology | None = None,
 ) -> Plan:
     """Decides which queued jobs start now and on which GPUs; says why the others wait."""
     board = _Board(gpus, allocations)
@@ -136,7 +163,7 @@ def plan(
                 f"waiting behind job {blocker.job_id}, which starts first"
             )
             continue
-        chosen = _choose(board, request)
+        chosen = _choose(board, request, topology or {})
         if chosen is None:
             result.waiting[request.job_id] = _wait_reason(board, request)
             blocker = request
@@ -144,3 +171,17 @@ def plan(
         board.take(request.job_id, chosen, request.memory_mb)
         result.placements.append(Placement(request.job_id, chosen, request.memory_mb))
     return result
+
+
+@dataclass
+class PlanInputs:
+    """Everything `plan` reads, gathered by the scheduler in one place."""
+
+    queue: list[Request]
+    gpus: list[GpuSlot]
+    allocations: list[Held]
+    cpu_slots: int = 0
+    topology: Topology = field(default_factory=dict)
+
+    def plan(self) -> Plan:
+        return plan(self.queue, self.gpus, self.allocations, self.cpu_slots, self.topology)

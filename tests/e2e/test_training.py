@@ -157,3 +157,70 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_cnn_on_one_gpu_split_into_two_virtual_gpus(client, settings):
+    keras = {
+        "model": {
+            "builtin": "cnn",
+            "filters": [4],
+            "dense_units": [8],
+            "outputs": 3,
+            "output_activation": "softmax",
+        },
+        "data": {
+            "source": "synthetic",
+            "samples": 128,
+            "image_shape": [8, 8, 1],
+            "task": "classification",
+            "classes": 3,
+        },
+        "loss": "sparse_categorical_crossentropy",
+        "metrics": ["accuracy"],
+    }
+    job_id = submit(
+        client, keras=keras, resources={"gpus": 1, "replicas_per_gpu": 2, "memory_mb": 4096}
+    )
+    job = wait_for(client, job_id, ended)
+    assert job["status"] == "succeeded", job["log_tail"]
+    assert len(job["assigned_gpus"]) == 1
+    assert job["num_replicas"] == 2
+    started = events(settings, job)[0]
+    assert started["memory_limit_mb"] == (4096 - settings.gpu_headroom_mb) // 2
+    assert set(job["metrics"]) == {"loss", "accuracy"}
+
+
+def test_a_keras_json_model_trains_on_csv_data_with_the_placement_log(client, tmp_path):
+    import keras as keras_lib  # the test builds the JSON a user would send
+
+    inputs = keras_lib.Input((3,))
+    hidden = keras_lib.layers.Dense(8, activation="relu")(inputs)
+    outputs = keras_lib.layers.Dense(1)(keras_lib.layers.Concatenate()([hidden, inputs]))
+    model_json = keras_lib.Model(inputs, outputs).to_json()
+
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((64, 4))
+    path = tmp_path / "table.csv"
+    path.write_text("a,b,c,target\n" + "\n".join(",".join(f"{v:.4f}" for v in r) for r in rows))
+    spec = {
+        "model": {"keras_json": model_json},
+        "data": {"source": "csv", "path": str(path), "label": "target"},
+        "log_device_placement": True,
+    }
+    job = wait_for(client, submit(client, keras=spec, resources={"gpus": 0}), ended)
+    assert job["status"] == "succeeded", job["log_tail"]
+    log = client.get(f"/v1/jobs/{job['id']}/logs").text
+    assert "VarHandleOp: (VarHandleOp): /job:localhost/replica:0/task:0/device:CPU:0" in log
+
+
+def test_a_keras_json_model_whose_inputs_do_not_fit_the_data_is_invalid(client):
+    import keras as keras_lib
+
+    model_json = keras_lib.Sequential([keras_lib.Input((5,)), keras_lib.layers.Dense(1)]).to_json()
+    job_id = submit(client, keras={"model": {"keras_json": model_json}}, resources={"gpus": 0})
+    job = wait_for(client, job_id, ended)
+    assert (job["status"], job["reason"]) == ("failed", "invalid_spec")
+    assert job["message"] == (
+        "the model takes inputs shaped (5,) but the data's are shaped (8,): "
+        "check the job spec against the API docs at /docs"
+    )

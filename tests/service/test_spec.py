@@ -65,3 +65,41 @@ def test_sparse_classification_needs_one_output_per_class():
         }
     )
     assert ("keras",) in error_locs(spec)
+
+
+def error_messages(spec: dict) -> str:
+    with pytest.raises(ValidationError) as info:
+        JobSpec.model_validate(spec)
+    return str(info.value)
+
+
+def test_a_model_needs_builtin_or_keras_json():
+    assert "model needs `builtin` (mlp or cnn) or `keras_json`" in error_messages(
+        job_spec(keras={"model": {"hidden_units": [4]}})
+    )
+
+
+def test_cnn_needs_image_data():
+    assert "the cnn model needs image data" in error_messages(
+        job_spec(keras={"model": {"builtin": "cnn"}})
+    )
+    images = {"source": "synthetic", "image_shape": [8, 8, 1]}
+    assert JobSpec.model_validate(job_spec(keras={"model": {"builtin": "cnn"}, "data": images}))
+
+
+def test_keras_json_with_a_lambda_is_refused():
+    text = '{"class_name": "Sequential", "config": {"layers": [{"class_name": "Lambda"}]}}'
+    assert "Lambda layers carry Python code" in error_messages(
+        job_spec(keras={"model": {"keras_json": text}})
+    )
+
+
+def test_virtual_gpus_need_fixed_caps():
+    spec = job_spec(resources={"gpus": 1, "replicas_per_gpu": 2, "memory_growth": True})
+    assert "replicas_per_gpu needs fixed memory caps" in error_messages(spec)
+
+
+def test_a_command_job_needs_its_section_and_no_other():
+    assert "kind 'command' needs a `command` section" in error_messages(
+        {"kind": "command", "resources": {"gpus": 0}}
+    )

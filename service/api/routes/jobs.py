@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from service import admission, jobs
 from service.api.deps import ANONYMOUS, JobId, ServiceDep
 from service.logs import follow_log, read_log
-from service.models import JobMetric, JobPage, JobPublic, MetricHistory
+from service.models import JobMetric, JobPage, JobPublic, MetricHistory, Preview
 from service.spec import JobSpec
 from service.states import TERMINAL, JobStatus
 from worker.rundir import RunDir
@@ -21,7 +21,12 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": JobPublic, "description": "Replayed `Idempotency-Key`."}},
+    responses={
+        200: {
+            "model": JobPublic | Preview,
+            "description": "A replayed `Idempotency-Key` (the original job), or a dry run.",
+        }
+    },
 )
 def submit_job(
     spec: JobSpec,
@@ -31,9 +36,15 @@ def submit_job(
         str | None,
         Header(min_length=1, max_length=200, description="Same key, same job: replays are safe."),
     ] = None,
-) -> JobPublic:
+    dry_run: Annotated[
+        bool, Query(description="Only say where the job would go now, or why it would wait.")
+    ] = False,
+) -> JobPublic | Preview:
     """Queues a training job. 422 names the field when the spec can never run here."""
     admission.check(spec, service.board.inventory.devices, service.settings.gpu_headroom_mb)
+    if dry_run:
+        response.status_code = status.HTTP_200_OK
+        return service.scheduler.preview(spec)
     job, created = jobs.create_job(
         service.db, spec=spec, owner=ANONYMOUS, idempotency_key=idempotency_key
     )

@@ -125,3 +125,19 @@ def test_bad_query_parameters(api):
     assert api.get("/v1/jobs?limit=0").status_code == 422
     response = api.get("/v1/jobs?cursor=zzz")
     field_error(response, ["query", "cursor"], "not one this server handed out")
+
+
+def test_csv_without_the_label_column(api, tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,target\n1,2,3\n")
+    data = {"source": "csv", "path": str(path), "label": "y"}
+    response = api.post("/v1/jobs", json=job_spec(keras={"data": data}))
+    field_error(response, ["body", "keras", "data", "label"], "no column 'y' in")
+
+
+def test_cnn_on_flat_npz_arrays(api, tmp_path):
+    path = tmp_path / "flat.npz"
+    np.savez(path, x=np.zeros((4, 6)), y=np.zeros(4))
+    keras = {"model": {"builtin": "cnn"}, "data": {"source": "npz", "path": str(path)}}
+    response = api.post("/v1/jobs", json=job_spec(keras=keras))
+    field_error(response, ["body", "keras", "data", "x"], "the cnn model needs images")

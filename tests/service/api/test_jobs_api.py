@@ -85,3 +85,32 @@ def test_healthz_is_ok_with_the_scheduler(client):
         "simulated_gpus": True,
         "running_jobs": 0,
     }
+
+
+def test_dry_run_says_where_a_job_would_go_and_stores_nothing(api):
+    response = api.post("/v1/jobs?dry_run=true", json=job_spec(resources={"gpu_ids": [1]}))
+    assert response.status_code == 200
+    assert response.json() == {
+        "would_start": True,
+        "assigned_gpus": [1],
+        "memory_mb": None,
+        "wait_reason": None,
+        "jobs_ahead": 0,
+    }
+    assert api.get("/v1/jobs").json()["jobs"] == []
+
+
+def test_dry_run_behind_queued_jobs_says_why_it_would_wait(api):
+    submit(api, resources={"gpus": 2})
+    submit(api, resources={"gpus": 2})
+    preview = api.post("/v1/jobs?dry_run=true", json=job_spec()).json()
+    assert preview["would_start"] is False
+    assert preview["jobs_ahead"] == 2
+    assert preview["wait_reason"] == "waiting behind job 2, which starts first"
+    urgent = api.post("/v1/jobs?dry_run=true", json=job_spec(priority=5)).json()
+    assert (urgent["would_start"], urgent["jobs_ahead"]) == (True, 0)
+
+
+def test_dry_run_still_refuses_what_can_never_run(api):
+    response = api.post("/v1/jobs?dry_run=true", json=job_spec(resources={"gpus": 9}))
+    assert response.status_code == 422

@@ -101,3 +101,46 @@ def test_no_gpu_is_ever_overcommitted(queue, totals, foreign):
         assert len(p.gpu_indices) == by_id[p.job_id].gpus
         assert len(set(p.gpu_indices)) == len(p.gpu_indices)
     assert set(result.waiting) | {p.job_id for p in result.placements} == set(by_id)
+
+
+# NVLink pairs 0-2 and 1-3; every other pair only meets across NUMA nodes.
+FOUR = [GpuSlot(i, 8192) for i in range(4)]
+NVLINKED = {(0, 1): 50, (0, 2): 0, (0, 3): 50, (1, 2): 50, (1, 3): 0, (2, 3): 50}
+
+
+def test_a_two_gpu_job_gets_an_nvlinked_pair():
+    result = plan([Request(1, 0, 2)], FOUR, [], topology=NVLINKED)
+    assert result.placements[0].gpu_indices == (0, 2)
+
+
+def test_the_closest_free_pair_wins_when_the_best_is_taken():
+    held = [Held(9, 0, None)]
+    result = plan([Request(1, 0, 2)], FOUR, held, topology=NVLINKED)
+    assert result.placements[0].gpu_indices == (1, 3)
+
+
+def test_without_topology_the_lowest_indices_are_used():
+    assert plan([Request(1, 0, 2)], FOUR, []).placements[0].gpu_indices == (0, 1)
+
+
+def test_draining_and_quarantined_gpus_take_nothing():
+    gpus = [GpuSlot(0, 8192, unavailable="draining after job 4"), GpuSlot(1, 8192)]
+    result = plan([Request(1, 0, 2), Request(2, 0, 1, None, 100)], gpus, [])
+    assert "GPU 0 is draining after job 4" in result.waiting[1]
+    assert result.waiting[2] == "waiting behind job 1, which starts first"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+    memory=st.one_of(st.none(), st.integers(1, 8192)),
+    held_gpu=st.integers(0, 3),
+)
+def test_explicit_gpu_ids_are_honoured_or_the_job_waits(ids, memory, held_gpu):
+    held = [Held(9, held_gpu, 4096)]
+    result = plan([Request(1, 0, len(ids), tuple(ids), memory)], FOUR, held, topology=NVLINKED)
+    if result.placements:
+        assert result.placements[0].gpu_indices == tuple(ids)
+    else:
+        assert held_gpu in ids
+        assert result.waiting[1].startswith("waiting for GPUs " + ", ".join(map(str, ids)))
