@@ -3,6 +3,7 @@
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +62,22 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-@pytest.fixture
-def api(settings: Settings) -> Iterator[TestClient]:
-    """The API alone: submitted jobs stay queued, so no worker starts."""
-    service = Service.open(settings, schedule=False)
+@contextmanager
+def serving(settings: Settings, **open_options: Any) -> Iterator[TestClient]:
+    """A client of a service opened with `Service.open(settings, **open_options)`."""
+    service = Service.open(settings, **open_options)
     try:
         with TestClient(create_app(settings, service)) as test_client:
             yield test_client
     finally:
         service.close()
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[TestClient]:
+    """The API alone: submitted jobs stay queued, so no worker starts."""
+    with serving(settings, schedule=False) as test_client:
+        yield test_client
 
 
 def wait_for(

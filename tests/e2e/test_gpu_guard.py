@@ -11,9 +11,7 @@ from contextlib import contextmanager
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.app import create_app
-from service.runtime import Service
-from tests.conftest import command_spec, ended, wait_for
+from tests.conftest import command_spec, ended, serving, wait_for
 from tests.fakes import FakeNvml
 
 pytestmark = pytest.mark.e2e
@@ -23,12 +21,8 @@ SLEEP = "import time; time.sleep({})"
 @contextmanager
 def guarded(settings, fake: FakeNvml, **overrides) -> Iterator[TestClient]:
     settings = settings.model_copy(update={"sample_s": 0.1, "drain_timeout_s": 1.5, **overrides})
-    service = Service.open(settings, probe=fake)
-    try:
-        with TestClient(create_app(settings, service)) as client:
-            yield client
-    finally:
-        service.close()
+    with serving(settings, probe=fake) as client:
+        yield client
 
 
 def submit(client, spec) -> int:

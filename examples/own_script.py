@@ -1,0 +1,30 @@
+"""A user's own training script, run by gpuq as a `command` job (examples/command-demo.json).
+
+gpuq applies the job's GPU memory caps when this script imports TensorFlow, and
+`GpuqProgress` reports epochs and metrics back to gpuq (it does nothing outside gpuq).
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from worker.progress import GpuqProgress
+
+# On real GPUs MirroredStrategy() finds the assigned GPUs by itself; on simulated ones each
+# GPU is a logical CPU device.
+gpus = tf.config.list_logical_devices("GPU")
+devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+strategy = tf.distribute.MirroredStrategy(devices)
+print(f"training on {strategy.num_replicas_in_sync} replicas: {devices}", flush=True)
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((4096, 32)).astype("float32")
+y = x @ rng.standard_normal((32, 1)).astype("float32")
+with strategy.scope():
+    model = keras.Sequential(
+        [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile("adam", "mse", metrics=["mae"])
+model.fit(x, y, epochs=4, batch_size=256, verbose=0, callbacks=[GpuqProgress(batch_size=256)])
+model.save("model.keras")
+print("saved model.keras in", __import__("os").getcwd(), flush=True)
