@@ -42,6 +42,10 @@ class Job(SQLModel, table=True):
     gpu_memory_peak_mb: int | None = None
     log_tail: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    retry_at: datetime | None = _utc(default=None)  #: a requeued job waits until then
+    previous_attempts: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
     runner_pid: int | None = None
     events_offset: int = 0
@@ -114,6 +118,15 @@ def _d(description: str) -> Any:
     return PydanticField(description=description)
 
 
+class AttemptPublic(BaseModel):
+    attempt: int = _d("Attempt number, from 1.")
+    reason: Reason | None = _d("Why it ended.")
+    message: str | None = _d("The one-line explanation.")
+    exit_code: int | None = _d("Its exit code, if it exited.")
+    last_epoch: int | None = _d("The last epoch it reported.")
+    finished_at: datetime = _d("When it ended (UTC).")
+
+
 class JobPublic(BaseModel):
     id: int = _d("The job's id.")
     name: str = _d("The spec's `name`.")
@@ -134,6 +147,8 @@ class JobPublic(BaseModel):
     num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
     log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
     warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
+    retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
+    previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
     created_at: datetime = _d("Submitted (UTC).")
     started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
     running_at: datetime | None = _d("The first training step was reported (UTC).")

@@ -18,6 +18,7 @@ class Service:
     db: Database
     board: Board
     scheduler: Scheduler
+    schedules: bool = True  #: False in an API-only process
 
     @classmethod
     def open(
@@ -41,8 +42,9 @@ class Service:
         scheduler = Scheduler(db, settings, board)
         if schedule:
             scheduler.start()
-        return cls(settings, db, board, scheduler)
+        return cls(settings, db, board, scheduler, schedules=schedule)
 
     def close(self) -> None:
-        self.scheduler.stop()
+        if self.schedules:
+            self.scheduler.stop()
         self.db.dispose()

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     drain_slack_mb: int = Field(
         512, ge=0, description="Used memory no process accounts for that still counts as free."
     )
+    retry_backoff_s: float = Field(
+        10.0, ge=0, description="Wait before the first retry; doubles for each later one."
+    )
+    retry_backoff_max_s: float = Field(600.0, ge=0, description="Longest wait between retries.")
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")

@@ -295,7 +295,12 @@ class JobSpec(StrictModel):
         None, gt=0, le=366 * 86400, description="Stop the job (timed_out) after this long."
     )
     max_retries: int = Field(
-        0, ge=0, le=0, description="Automatic retries; not available yet, so only 0."
+        0,
+        ge=0,
+        le=10,
+        description="Run the job again this many times at most after a failure that may pass "
+        "(a crash, a signal, a lost worker), with growing back-off. Keras jobs resume from "
+        "their last completed epoch.",
     )
 
     @model_validator(mode="after")

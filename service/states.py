@@ -34,7 +34,7 @@ ACTIVE = frozenset({JobStatus.starting, JobStatus.running})
 
 #: target state -> the states it may be reached from
 ALLOWED_FROM: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.queued: frozenset(),
+    JobStatus.queued: ACTIVE,  # a failed attempt with retries left is queued again
     JobStatus.starting: frozenset({JobStatus.queued}),
     JobStatus.running: frozenset({JobStatus.starting}),
     JobStatus.succeeded: ACTIVE,

@@ -44,6 +44,7 @@ def settings(tmp_path: Path) -> Settings:
         cancel_grace_s=10,
         active_poll_s=0.1,
         idle_poll_s=0.5,
+        retry_backoff_s=0.5,
     )
 
 

@@ -46,8 +46,16 @@ class GpuqProgress(keras.callbacks.Callback):
         self.steps = int(self.params.get("steps") or 0) or None
         self._train_t0 = time.monotonic()
         self._first_step = True
+        self._resumed_from: int | None = None
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._first_step and epoch > 0 and self._resumed_from is None:
+            # A checkpoint (BackupAndRestore) made Keras start past epoch 1.
+            self._resumed_from = epoch
+            if self.writer is not None:
+                self.writer.emit("resumed", epoch=epoch + 1)
+            if self.echo:
+                print(f"gpuq: resumed from the checkpoint of epoch {epoch}", flush=True)
         self.epoch = epoch + 1
         self._epoch_t0 = time.monotonic()
 
@@ -86,7 +94,10 @@ class GpuqProgress(keras.callbacks.Callback):
         if self.steps and step:
             done = ((self.epoch - 1) * self.steps + step) / (self.epochs * self.steps)
         elapsed = now - self._train_t0
-        eta = elapsed * (1 - done) / done if done else None
+        # Only this attempt's share of the work took `elapsed`: epochs restored from a
+        # checkpoint came for free.
+        before = (self._resumed_from or 0) / self.epochs
+        eta = elapsed * (1 - done) / (done - before) if done and done > before else None
         rate = None
         epoch_elapsed = now - self._epoch_t0
         if self.batch_size and step and epoch_elapsed > 0:

@@ -112,6 +112,11 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         run.events, batch_size=spec.batch_size, samples=train_samples, echo=True
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
+    # Progress first: an epoch is reported before it is checkpointed, so a retry that
+    # resumes after the checkpoint never skips an epoch's metrics.
+    backup = keras.callbacks.BackupAndRestore(
+        str(run.checkpoints), save_freq="epoch", delete_checkpoint=False
+    )
     history = model.fit(
         x,
         y,
@@ -119,7 +124,7 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         batch_size=spec.batch_size,
         validation_split=spec.validation_split,
         shuffle=spec.shuffle,
-        callbacks=[progress],
+        callbacks=[progress, backup],
         verbose=0,
     )
     model.save(run.artifacts / "model.keras")

@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        service = Service.open(settings)
+        service = Service.open(settings, schedule=not args.api_only)
     except (InventoryError, SchedulerLocked) as exc:
         print(f"gpuq: {exc}", file=sys.stderr)
         return 1
@@ -136,6 +136,11 @@ def parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API and the scheduler")
     serve.add_argument("--host", help="bind address (default GPUQ_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GPUQ_PORT or 8000)")
+    serve.add_argument(
+        "--api-only",
+        action="store_true",
+        help="serve the API without scheduling (extra API processes beside one scheduler)",
+    )
     submit = sub.add_parser("submit", help="submit a job spec (JSON or YAML file, - for stdin)")
     submit.add_argument("file")
     submit.add_argument("--idempotency-key", help="replaying the same key returns the same job")

@@ -1,6 +1,7 @@
 """Starts a placed job: its run directory, spec.json, environment, and a detached runner."""
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -58,9 +59,17 @@ def worker_env(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[s
     return env
 
 
-def launch(run: RunSpec, run_dir: RunDir) -> subprocess.Popen[bytes]:
-    """Writes the run directory and starts `worker.runner` in a session of its own."""
+def launch(
+    run: RunSpec, run_dir: RunDir, resume_from: RunDir | None = None
+) -> subprocess.Popen[bytes]:
+    """Writes the run directory and starts `worker.runner` in a session of its own.
+
+    A retry gets a copy of the previous attempt's checkpoints to resume from; the previous
+    attempt's own files stay as they were.
+    """
     run_dir.create()
+    if resume_from is not None and resume_from.checkpoints.is_dir():
+        shutil.copytree(resume_from.checkpoints, run_dir.checkpoints, dirs_exist_ok=True)
     write_json_atomic(run_dir.spec, run.model_dump(mode="json"))
     with open(run_dir.log, "ab") as log:
         return subprocess.Popen(

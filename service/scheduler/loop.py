@@ -27,6 +27,7 @@ from service.scheduler.launch import devices_for, launch
 from service.scheduler.outcome import classify
 from service.scheduler.placement import Placement, PlanInputs, order
 from service.scheduler.requests import PREVIEW_ID, request_for_job, request_for_spec
+from service.scheduler.retry import requeue, retry_delay
 from service.scheduler.watch import Watch, tail_log
 from service.settings import Settings
 from service.spec import JobSpec
@@ -195,15 +196,19 @@ class Scheduler:
             )
             if outcome.status == JobStatus.succeeded:
                 tail = []
-            transition(
-                session,
-                watch.job_id,
-                outcome.status,
-                reason=outcome.reason,
-                message=outcome.message,
-                exit_code=outcome.exit_code,
-                log_tail=tail,
-            )
+            retry_in = retry_delay(outcome, job, self.settings)
+            if retry_in is None:
+                transition(
+                    session,
+                    watch.job_id,
+                    outcome.status,
+                    reason=outcome.reason,
+                    message=outcome.message,
+                    exit_code=outcome.exit_code,
+                    log_tail=tail,
+                )
+            else:
+                requeue(session, job, outcome, tail, retry_in)
             session.execute(delete(Allocation).where(col(Allocation.job_id) == watch.job_id))
         # Whatever the job left behind in its process group goes now.
         watch.signal(signal.SIGKILL)
@@ -211,7 +216,7 @@ class Scheduler:
         log.info(
             "job %d: %s (%s) %s",
             watch.job_id,
-            outcome.status.value,
+            outcome.status.value if retry_in is None else f"retrying in {retry_in:g} s",
             outcome.reason or "-",
             outcome.message,
         )
@@ -251,11 +256,12 @@ class Scheduler:
                 watch.killed = True
 
     def _planning_inputs(self) -> tuple[dict[int, Job], PlanInputs]:
+        now = utcnow()
         with self.db.read() as session:
             queued = {
                 j.id: j
                 for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
-                if j.id is not None
+                if j.id is not None and (j.retry_at is None or j.retry_at <= now)
             }
             slots, held = self.board.slots(session, self.job_groups())
         cpu_busy = sum(not w.gpus for w in list(self.watches.values()))
@@ -332,10 +338,10 @@ class Scheduler:
             gpu_total_mb=min((totals[i] for i in indices), default=0),
         )
         run_dir = RunDir.of(self.settings.runs_dir, job.id, attempt)
+        previous = RunDir.of(self.settings.runs_dir, job.id, job.attempt) if job.attempt else None
+        runspec = RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices)
         try:
-            proc = launch(
-                RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices), run_dir
-            )
+            proc = launch(runspec, run_dir, resume_from=previous)
         except OSError as exc:
             log.error("job %d: could not start its runner: %s", job.id, exc)
             with self.db.write() as session:

@@ -1,13 +1,9 @@
 """`gpuq serve` as a real process, driven by the `gpuq` CLI over HTTP."""
 
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,68 +12,9 @@ import pytest
 import yaml
 
 from tests.conftest import job_spec
+from tests.e2e.server import GPUQ, Server, free_port
 
 pytestmark = pytest.mark.e2e
-GPUQ = [sys.executable, "-m", "service.cli.main"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "GPUQ_HOME": str(home),
-            "GPUQ_GPUS": "sim:2x8GiB",
-            "GPUQ_PORT": str(self.port),
-            "GPUQ_URL": self.url,
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.home.parent / "serve.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [*GPUQ, "serve"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise AssertionError("gpuq serve did not come up")
-
-    def kill(self, sig: int = signal.SIGTERM) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        self.proc.wait(timeout=30)
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [*GPUQ, *args], env=self.env, capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def job(self, job_id: int) -> dict:
-        return json.loads(self.cli("show", str(job_id), "--json"))
-
-    def wait(self, job_id: int, statuses: set[str], timeout_s: float = 90) -> dict:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            job = self.job(job_id)
-            if job["status"] in statuses:
-                return job
-            time.sleep(0.3)
-        raise AssertionError(f"job {job_id} never reached {statuses}: {job}")
 
 
 @pytest.fixture

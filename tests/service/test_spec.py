@@ -53,8 +53,9 @@ def test_huge_numbers_are_bounded():
     assert ("keras", "epochs") in error_locs(job_spec(keras={"epochs": 10**12}))
 
 
-def test_retries_are_refused_until_supported():
-    assert ("max_retries",) in error_locs(job_spec(max_retries=2))
+def test_retries_are_bounded():
+    assert ("max_retries",) in error_locs(job_spec(max_retries=11))
+    assert JobSpec.model_validate(job_spec(max_retries=2)).max_retries == 2
 
 
 def test_sparse_classification_needs_one_output_per_class():

@@ -10,11 +10,12 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 def healthz(service: ServiceDep) -> JSONResponse:
-    """200 while the API and the scheduler are alive, 503 otherwise."""
+    """200 while the API and (unless this process is API-only) the scheduler are alive."""
     scheduler = service.scheduler
-    alive = scheduler.alive()
+    alive = scheduler.alive() or not service.schedules
     body = {
         "status": "ok" if alive else "scheduler stopped",
+        "scheduler": "running" if service.schedules else "elsewhere (API-only process)",
         "gpus": len(service.board.inventory.devices),
         "simulated_gpus": service.board.inventory.simulated,
         "running_jobs": len(scheduler.watches),

@@ -1,6 +1,6 @@
 """The job routes through HTTP, with the scheduler off so jobs stay queued."""
 
-from tests.conftest import job_spec
+from tests.conftest import job_spec, serving
 
 
 def submit(api, **overrides):
@@ -74,13 +74,22 @@ def test_gpus_and_health(api):
         (1, 8192, "free"),
     ]
     health = api.get("/healthz")
-    assert health.status_code == 503, "the scheduler is off in this fixture"
-    assert health.json()["status"] == "scheduler stopped"
+    assert health.status_code == 200
+    assert health.json()["scheduler"] == "elsewhere (API-only process)"
+
+
+def test_healthz_fails_when_the_scheduler_died(settings):
+    with serving(settings) as client:
+        client.app.state.service.scheduler.stop()
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["status"] == "scheduler stopped"
 
 
 def test_healthz_is_ok_with_the_scheduler(client):
     assert client.get("/healthz").json() == {
         "status": "ok",
+        "scheduler": "running",
         "gpus": 2,
         "simulated_gpus": True,
         "running_jobs": 0,

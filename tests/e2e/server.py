@@ -1,0 +1,73 @@
+"""`gpuq serve` as a real process on a free port, and the `gpuq` CLI against it."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+GPUQ = [sys.executable, "-m", "service.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "GPUQ_HOME": str(home),
+            "GPUQ_GPUS": "sim:2x8GiB",
+            "GPUQ_PORT": str(self.port),
+            "GPUQ_URL": self.url,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *args: str) -> None:
+        with open(self.home.parent / "serve.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [*GPUQ, "serve", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("gpuq serve did not come up")
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(timeout=30)
+
+    def cli(self, *args: str) -> str:
+        done = subprocess.run(
+            [*GPUQ, *args], env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def job(self, job_id: int) -> dict:
+        return json.loads(self.cli("show", str(job_id), "--json"))
+
+    def wait(self, job_id: int, statuses: set[str], timeout_s: float = 90) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job["status"] in statuses:
+                return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} never reached {statuses}: {job}")

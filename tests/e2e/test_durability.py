@@ -1,0 +1,110 @@
+"""Many writers at once, replays, and submissions that survive a `kill -9` of the server."""
+
+import multiprocessing
+import signal
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service import jobs
+from service.db import Database
+from service.spec import JobSpec
+from service.states import JobStatus
+from tests.conftest import job_spec
+from tests.e2e.server import Server
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def api_server(tmp_path: Path) -> Iterator[Server]:
+    """An API-only server: submissions are stored but nothing is scheduled."""
+    server = Server(tmp_path / "gpuq")
+    server.start("--api-only")
+    yield server
+    if server.proc and server.proc.poll() is None:
+        server.kill()
+
+
+def all_jobs(url: str) -> list[dict]:
+    found, cursor = [], None
+    while True:
+        params = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = httpx.get(f"{url}/v1/jobs", params=params).json()
+        found += page["jobs"]
+        if not (cursor := page["next_cursor"]):
+            return found
+
+
+def test_a_thousand_concurrent_submissions_from_twenty_clients(api_server):
+    def client_work(n: int) -> list[int]:
+        with httpx.Client(base_url=api_server.url, timeout=60) as http:
+            codes = []
+            for i in range(50):
+                body = job_spec(name=f"c{n}-{i}")
+                codes.append(http.post("/v1/jobs", json=body).status_code)
+            return codes
+
+    with ThreadPoolExecutor(20) as pool:
+        codes = [c for batch in pool.map(client_work, range(20)) for c in batch]
+    assert codes == [201] * 1000
+    stored = all_jobs(api_server.url)
+    assert len(stored) == 1000
+    assert {j["name"] for j in stored} == {f"c{n}-{i}" for n in range(20) for i in range(50)}
+
+
+def test_concurrent_replays_of_one_key_make_one_job(api_server):
+    def replay(_: int) -> tuple[int, int]:
+        response = httpx.post(
+            f"{api_server.url}/v1/jobs", json=job_spec(), headers={"Idempotency-Key": "same"}
+        )
+        return response.status_code, response.json()["id"]
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(replay, range(40)))
+    assert sorted(code for code, _ in results) == [200] * 39 + [201]
+    assert len({job_id for _, job_id in results}) == 1
+
+
+def write_jobs(url: str, count: int) -> int:
+    """Runs in its own process: creates jobs and moves them through their states."""
+    db = Database.open(url)
+    spec = JobSpec.model_validate(job_spec())
+    for _ in range(count):
+        job, _ = jobs.create_job(db, spec=spec, owner="writer")
+        with db.write() as session:
+            jobs.transition(session, job.id, JobStatus.starting, attempt=1)
+        with db.write() as session:
+            jobs.transition(session, job.id, JobStatus.succeeded)
+    db.dispose()
+    return count
+
+
+def test_several_writer_processes_and_the_server_never_see_a_locked_database(api_server):
+    url = f"sqlite:///{api_server.home / 'gpuq.db'}"
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        pending = pool.starmap_async(write_jobs, [(url, 100)] * 4)
+        codes = [
+            httpx.post(f"{api_server.url}/v1/jobs", json=job_spec()).status_code for _ in range(100)
+        ]
+        assert pending.get(timeout=120) == [100] * 4
+    assert codes == [201] * 100
+    stored = all_jobs(api_server.url)
+    assert len(stored) == 500
+    assert sum(j["status"] == "succeeded" for j in stored) == 400
+
+
+def test_acknowledged_submissions_survive_kill_9_of_the_server(api_server):
+    acknowledged = []
+    for i in range(30):
+        response = httpx.post(f"{api_server.url}/v1/jobs", json=job_spec(name=f"k{i}"))
+        assert response.status_code == 201
+        acknowledged.append(response.json()["id"])
+    api_server.kill(signal.SIGKILL)
+    api_server.start("--api-only")
+    stored = {j["id"]: j["name"] for j in all_jobs(api_server.url)}
+    assert stored == {job_id: f"k{i}" for i, job_id in enumerate(acknowledged)}
