@@ -4,9 +4,11 @@ Everything here is checked before a job is accepted, so a worker only ever sees 
 parse. Checks that need the box (GPU count, file paths) live in `service.admission`.
 """
 
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -20,7 +22,19 @@ MAX_GPUS = 64
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+def _host_path(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("must not contain NUL characters")
+    if ".." in PurePosixPath(value).parts:
+        raise ValueError("must not contain '..' segments; give the real absolute path")
+    return value
+
+
+#: A path on the gpuq host: no NUL bytes, no `..` tricks (checked for existence at submit).
+HostPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_host_path)]
 
 
 class Head(StrictModel):
@@ -114,14 +128,14 @@ class SyntheticData(StrictModel):
 
 class NpzData(StrictModel):
     source: Literal["npz"] = Field(description="Arrays from a NumPy .npz file on this host.")
-    path: str = Field(min_length=1, max_length=4096, description="Absolute path of the .npz file.")
+    path: HostPath = Field(description="Absolute path of the .npz file.")
     x: str = Field("x", min_length=1, max_length=256, description="Array name of the inputs.")
     y: str = Field("y", min_length=1, max_length=256, description="Array name of the targets.")
 
 
 class CsvData(StrictModel):
     source: Literal["csv"] = Field(description="A CSV file with a header row on this host.")
-    path: str = Field(min_length=1, max_length=4096, description="Absolute path of the .csv file.")
+    path: HostPath = Field(description="Absolute path of the .csv file.")
     label: str = Field(
         min_length=1,
         max_length=256,
@@ -252,8 +266,8 @@ class CommandSpec(StrictModel):
         description="The program and its arguments, run directly (no shell). A bare name is "
         "looked up on the service's PATH.",
     )
-    workdir: str | None = Field(
-        None, max_length=4096, description="Absolute working directory; default the run dir."
+    workdir: HostPath | None = Field(
+        None, description="Absolute working directory; default the run dir."
     )
     env: dict[
         Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
@@ -268,6 +282,8 @@ class CommandSpec(StrictModel):
     def _check(self) -> "CommandSpec":
         if any("\0" in part for part in self.argv):
             raise ValueError("argv must not contain NUL characters")
+        if "/" in self.argv[0]:
+            _host_path(self.argv[0])
         taken = sorted(k for k in self.env if k in RESERVED_ENV or k.startswith("GPUQ_"))
         if taken:
             raise ValueError(f"env may not set {', '.join(taken)}: gpuq sets them for the job")

@@ -1,4 +1,4 @@
-"""Refuses request bodies over a size limit with 413, before they are read into memory."""
+"""Refuses request bodies over a size limit with 413, before the app parses them."""
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -6,45 +6,49 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_BYTES = 1024 * 1024
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodySizeLimit:
+    """Reads the body up front (at most `max_bytes` of it) and replays it to the app.
+
+    Checking Content-Length alone would let a chunked upload through; failing inside the
+    app's own read would be reported by FastAPI as a 400.
+    """
+
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
             await self._refuse(scope, receive, send)
             return
-        received = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
                 await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         detail = f"request body is larger than {self.max_bytes // 1024} KiB"

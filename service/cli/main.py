@@ -3,6 +3,7 @@
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """YAML 1.1 reads `1e-3` as a string; specs mean a number, as JSON and YAML 1.2 do."""
+
+
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def load_spec(path: str) -> Any:
+    """A job spec from a JSON or YAML file (`-`: standard input)."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     try:
         return json.loads(text)
     except ValueError:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SpecLoader)
 
 
 def cmd_submit(args: argparse.Namespace, client: Client) -> int:

@@ -5,10 +5,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from service.api.deps import ServiceDep
+from service.api.errors import documented
 from service.errors import Conflict, NotFound
 from service.models import GpuPublic
 
-router = APIRouter(prefix="/v1/gpus", tags=["gpus"])
+router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=documented(400, 404, 409, 413))
 
 GpuIndex = Annotated[int, Path(ge=0, le=1023, description="The GPU's NVML index.")]
 

@@ -8,7 +8,16 @@ from service.api.deps import ServiceDep
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get(
+    "/healthz",
+    responses={
+        200: {"description": "Alive.", "content": {"application/json": {}}},
+        503: {
+            "description": "The scheduler thread has stopped.",
+            "content": {"application/json": {}},
+        },
+    },
+)
 def healthz(service: ServiceDep) -> JSONResponse:
     """200 while the API and (unless this process is API-only) the scheduler are alive."""
     scheduler = service.scheduler

@@ -9,13 +9,14 @@ from sqlmodel import col, select
 
 from service import admission, jobs
 from service.api.deps import ANONYMOUS, JobId, ServiceDep
+from service.api.errors import documented
 from service.logs import follow_log, read_log
 from service.models import JobMetric, JobPage, JobPublic, MetricHistory, Preview
 from service.spec import JobSpec
 from service.states import TERMINAL, JobStatus
 from worker.rundir import RunDir
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 404, 409, 413))
 
 
 @router.post(
@@ -85,7 +86,18 @@ def cancel_job(job_id: JobId, service: ServiceDep) -> JobPublic:
     return JobPublic.of(job)
 
 
-@router.get("/{job_id}/logs", response_class=PlainTextResponse)
+@router.get(
+    "/{job_id}/logs",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"description": "The log, as text.", "content": {"text/plain": {}}},
+        # Errors are JSON even here; FastAPI would document them as text/plain.
+        404: {
+            "description": "No such job.",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Detail"}}},
+        },
+    },
+)
 def job_logs(
     job_id: JobId,
     service: ServiceDep,

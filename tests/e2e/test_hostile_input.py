@@ -1,0 +1,160 @@
+"""Schemathesis against the live OpenAPI schema of a running `gpuq serve`, and hand-made
+hostile requests: no 5xx, and no response that breaks the schema."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from service.api.app import create_app
+from service.settings import Settings
+from tests.conftest import job_spec
+from tests.e2e.server import Server
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("hostile") / "gpuq")
+    server.start("--api-only")  # accepted jobs stay queued: nothing trains
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def live_schema(live: Server) -> schemathesis.BaseSchema:
+    return schemathesis.openapi.from_url(f"{live.url}/openapi.json")
+
+
+def _cases() -> list[tuple[str, str, GenerationMode]]:
+    """(method, path, mode) for every route, from the app's schema at collection time.
+
+    Invalid data can only be made for routes that take some input."""
+    schema = create_app(Settings(gpus="sim:1")).openapi()
+    cases = []
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            takes_input = operation.get("parameters") or operation.get("requestBody")
+            for mode in GenerationMode:
+                if takes_input or mode == GenerationMode.POSITIVE:
+                    cases.append((method.upper(), path, mode))
+    return cases
+
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+
+
+@pytest.mark.parametrize(("method", "path", "mode"), _cases(), ids=str)
+def test_generated_requests_get_no_5xx_and_match_the_schema(live_schema, method, path, mode):
+    operation = live_schema[path][method]
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(
+        max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    def exercise(case: schemathesis.Case) -> None:
+        case.call_and_validate(checks=CHECKS)
+
+    exercise()
+
+
+def post_raw(live: Server, body: bytes, **headers: str) -> httpx.Response:
+    return httpx.post(
+        f"{live.url}/v1/jobs", content=body, headers={"Content-Type": "application/json", **headers}
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{",
+        b"[]",
+        b"null",
+        b'"job"',
+        b"\xff\xfe",
+        b'{"keras": {"epochs": 1e400}}',
+        b'{"keras": {"learning_rate": NaN}}',
+        b'{"priority": 99999999999999999999999999999999}',
+        b"{" * 10_000 + b"}" * 10_000,
+    ],
+)
+def test_malformed_bodies_are_4xx(live, body):
+    response = post_raw(live, body)
+    assert 400 <= response.status_code < 500, response.text
+    assert "detail" in response.json()
+
+
+def test_a_body_over_one_mebibyte_is_413_even_without_a_length(live):
+    def chunks() -> Iterator[bytes]:
+        yield b'{"name": "'
+        for _ in range(300):
+            yield b"x" * 4096
+        yield b'"}'
+
+    response = httpx.post(
+        f"{live.url}/v1/jobs", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("/tmp/../etc/passwd", "must not contain '..' segments"),
+        ("/tmp/a\x00b.npz", "must not contain NUL characters"),
+        ("relative/data.npz", "must be an absolute path"),
+        ("/etc", "does not exist or is not a file"),
+    ],
+)
+def test_path_tricks_in_data_paths_are_refused(live, path, words):
+    spec = job_spec(keras={"data": {"source": "npz", "path": path}})
+    response = httpx.post(f"{live.url}/v1/jobs", json=spec)
+    assert response.status_code == 422
+    assert words in response.text
+
+
+def test_path_tricks_in_a_command_are_refused(live, tmp_path: Path):
+    spec = {
+        "kind": "command",
+        "resources": {"gpus": 0},
+        "command": {"argv": ["/usr/bin/../bin/true"], "workdir": str(tmp_path)},
+    }
+    response = httpx.post(f"{live.url}/v1/jobs", json=spec)
+    assert response.status_code == 422
+    assert "must not contain '..' segments" in response.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/jobs/1/logs?tail=-1",
+        "/v1/jobs/1/logs?offset=-5",
+        f"/v1/jobs/1/logs?offset={2**64}",
+        "/v1/jobs/%2e%2e/logs",
+        "/v1/jobs/1%00/logs",
+        "/v1/gpus/99999/release",
+    ],
+)
+def test_log_and_gpu_path_tricks_are_4xx(live, path):
+    method = "POST" if path.endswith("release") else "GET"
+    response = httpx.request(method, f"{live.url}{path}")
+    assert 400 <= response.status_code < 500
