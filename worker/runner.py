@@ -15,6 +15,7 @@ from pathlib import Path
 
 from worker.command import process_for
 from worker.events import EventWriter
+from worker.oom import oom_kills
 from worker.rundir import RunDir, write_json_atomic
 from worker.runspec import RunSpec
 
@@ -63,6 +64,7 @@ def main(argv: list[str]) -> int:
             "train_start_ticks": process_start_ticks(child.pid),
         },
     )
+    kills_before = oom_kills()
     if runspec.spec.kind == "command":
         # gpuq cannot see inside a user's program: it counts as running once started.
         events.emit("running", pid=child.pid)
@@ -73,11 +75,16 @@ def main(argv: list[str]) -> int:
             break
         except subprocess.TimeoutExpired:
             continue
+    kills_after = oom_kills()
     write_json_atomic(
         run.exit,
         {
             "exit_code": code if code >= 0 else None,
             "signal": -code if code < 0 else None,
+            # The kernel's OOM killer struck while this job ran, and the job died by SIGKILL.
+            "oom_killed": code == -signal.SIGKILL
+            and None not in (kills_before, kills_after)
+            and kills_after > kills_before,  # type: ignore[operator]
             "finished_at": time.time(),
         },
     )

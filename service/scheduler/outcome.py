@@ -84,6 +84,14 @@ def classify(
         )
     if code == 0:
         return Outcome(JobStatus.succeeded, None, "trained and saved", 0)
+    if code is None and exit_info.get("oom_killed"):
+        return Outcome(
+            JobStatus.failed,
+            Reason.host_oom,
+            "the kernel's out-of-memory killer stopped the training process (host memory "
+            f"ran out): {HINTS[Reason.host_oom]}",
+            None,
+        )
     if code is None:
         number = int(exit_info.get("signal") or 0)
         return Outcome(

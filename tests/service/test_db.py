@@ -15,6 +15,7 @@ def test_sqlite_runs_in_wal_with_busy_timeout_and_foreign_keys(db: Database):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 10_000
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
 
 
 def test_the_migration_creates_exactly_the_models_tables(db: Database):

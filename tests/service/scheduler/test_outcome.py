@@ -40,3 +40,9 @@ def test_stops_by_the_scheduler_decide_the_state_whatever_the_exit():
     timed_out = judge({"exit_code": 75}, stop=Reason.time_limit, limit=60)
     assert (timed_out.status, timed_out.reason) == (JobStatus.timed_out, Reason.time_limit)
     assert "60 s" in timed_out.message
+
+
+def test_a_kill_by_the_kernels_oom_killer_is_host_oom():
+    outcome = judge({"exit_code": None, "signal": 9, "oom_killed": True})
+    assert (outcome.status, outcome.reason) == (JobStatus.failed, Reason.host_oom)
+    assert outcome.message.endswith("lower batch_size or use a smaller data set")
