@@ -9,6 +9,24 @@ class GpuqError(Exception):
         self.message = message
 
 
+class Unauthorized(GpuqError):
+    """No valid token."""
+
+    status_code = 401
+
+
+class Forbidden(GpuqError):
+    """A valid token, but not for this: someone else's job, or an admin's task."""
+
+    status_code = 403
+
+
+class TooMany(GpuqError):
+    """Over a quota."""
+
+    status_code = 429
+
+
 class NotFound(GpuqError):
     status_code = 404
 

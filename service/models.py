@@ -43,6 +43,9 @@ class Job(SQLModel, table=True):
     log_tail: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     retry_at: datetime | None = _utc(default=None)  #: a requeued job waits until then
+    held: bool = False  #: kept from starting by its owner or an admin
+    depends_on: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    queue_position: int | None = None  #: 1 for the next queued job to be considered
     previous_attempts: list[dict[str, Any]] = Field(
         default_factory=list, sa_column=Column(JSON, nullable=False)
     )
@@ -89,6 +92,30 @@ class Gpu(SQLModel, table=True):
     hold_job_id: int | None = None
     hold_pids: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     hold_since: datetime | None = _utc(default=None)
+
+
+class User(SQLModel, table=True):
+    """A team member; the token itself is never stored, only its SHA-256."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True)
+    token_sha256: str
+    admin: bool = False
+    created_at: datetime = _utc(default_factory=utcnow)
+    revoked_at: datetime | None = _utc(default=None)
+
+
+class AuditEntry(SQLModel, table=True):
+    """One mutation: who did what to which job, GPU or user."""
+
+    __tablename__ = "audit"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = _utc(default_factory=utcnow)
+    actor: str
+    action: str
+    target: str
+    detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
 class Allocation(SQLModel, table=True):
@@ -149,6 +176,9 @@ class JobPublic(BaseModel):
     warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
     retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
     previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
+    held: bool = _d("Kept from starting until released (`POST .../release`).")
+    depends_on: list[int] = _d("Jobs that must succeed before this one starts.")
+    queue_position: int | None = _d("Place in the queue (1 = considered next); null unless queued.")
     created_at: datetime = _d("Submitted (UTC).")
     started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
     running_at: datetime | None = _d("The first training step was reported (UTC).")
@@ -167,6 +197,27 @@ class Preview(BaseModel):
     memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
     wait_reason: str | None = _d("Why it would wait, if it would.")
     jobs_ahead: int = _d("Queued jobs that would be considered before it.")
+
+
+class UserPublic(BaseModel):
+    name: str = _d("The user's name.")
+    admin: bool = _d("Admins may act on every job, set priorities and manage GPUs.")
+    created_at: datetime = _d("When the user was added (UTC).")
+    revoked_at: datetime | None = _d("When the token was revoked (UTC); null if active.")
+
+
+class AuditPublic(BaseModel):
+    id: int = _d("Entry id, increasing.")
+    at: datetime = _d("When (UTC).")
+    actor: str = _d("Who did it.")
+    action: str = _d("What: submit, cancel, hold, release, priority, gpu_release, ...")
+    target: str = _d("What it was done to: `job/7`, `gpu/0`, `user/ana`.")
+    detail: dict[str, Any] = _d("More about it, e.g. the old and new priority.")
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditPublic] = _d("Newest first.")
+    next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")
 
 
 class JobPage(BaseModel):

@@ -34,6 +34,20 @@ class Settings(BaseSettings):
         10.0, ge=0, description="Wait before the first retry; doubles for each later one."
     )
     retry_backoff_max_s: float = Field(600.0, ge=0, description="Longest wait between retries.")
+    fair_share_half_life_s: float = Field(
+        6 * 3600.0,
+        gt=0,
+        description="Half-life of the GPU-seconds that order equal-priority jobs by owner.",
+    )
+    max_gpus_running: int | None = Field(
+        None, ge=0, description="Per-user cap on GPUs held by running jobs; none if unset."
+    )
+    max_jobs_queued: int | None = Field(
+        None, ge=1, description="Per-user cap on queued jobs; a submission past it gets 429."
+    )
+    max_user_priority: int = Field(
+        0, description="Highest priority a non-admin may give a job; admins may go higher."
+    )
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")

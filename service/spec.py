@@ -306,7 +306,18 @@ class JobSpec(StrictModel):
     resources: Resources = Field(
         default_factory=Resources, description="GPUs and memory the job needs."
     )
-    priority: int = Field(0, ge=-1000, le=1000, description="Higher starts first.")
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        description="Higher starts first. Above GPUQ_MAX_USER_PRIORITY (0) needs an admin.",
+    )
+    depends_on: list[Annotated[int, Field(ge=1, le=2**53)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Job ids that must all succeed before this job starts; if one fails, "
+        "this job is cancelled with reason dependency_failed.",
+    )
     time_limit_s: float | None = Field(
         None, gt=0, le=366 * 86400, description="Stop the job (timed_out) after this long."
     )

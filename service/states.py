@@ -24,6 +24,7 @@ class Reason(StrEnum):
     launch_error = "launch_error"
     device_mismatch = "device_mismatch"
     cancelled_by_user = "cancelled_by_user"
+    dependency_failed = "dependency_failed"
     time_limit = "time_limit"
 
 

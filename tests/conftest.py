@@ -15,6 +15,10 @@ from service.api.app import create_app
 from service.db import Database
 from service.runtime import Service
 from service.settings import Settings
+from service.users import Caller
+
+ANA = Caller("ana", admin=False)
+WRITER = Caller("writer", admin=False)
 
 #: A Keras job small enough to train in a second or two once TensorFlow is up.
 TINY_KERAS = {

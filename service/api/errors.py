@@ -20,6 +20,9 @@ def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error statuses a route can answer."""
     words = {
         400: "The body could not be read (e.g. not UTF-8).",
+        401: "No token, or an unknown or revoked one.",
+        403: "Someone else's job, or a task for an admin.",
+        429: "Over a per-user quota.",
         404: "No such job or GPU.",
         409: "The request conflicts with the current state (e.g. the job already ended).",
         413: "The request body is over 1 MiB.",
@@ -34,7 +37,8 @@ async def _gpuq_error(request: Request, exc: Exception) -> JSONResponse:
         detail: object = [{"type": "value_error", "loc": list(exc.loc), "msg": exc.message}]
     else:
         detail = exc.message
-    return JSONResponse({"detail": detail}, status_code=exc.status_code)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
 
 
 def _json_safe(value: Any) -> Any:

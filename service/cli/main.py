@@ -1,6 +1,8 @@
 """The `gpuq` command: `serve` runs the service; the rest talk to it over HTTP."""
 
 import argparse
+import getpass
+import ipaddress
 import json
 import logging
 import re
@@ -21,7 +23,9 @@ def _print_json(data: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from service import migrate, users
     from service.api.app import create_app
+    from service.db import Database
     from service.gpus.inventory import InventoryError
     from service.runtime import Service
     from service.scheduler.loop import SchedulerLocked
@@ -32,12 +36,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    db = Database.open(settings.db_url)
+    migrate.upgrade(db)
+    user_count = len(users.active_users(db))
+    db.dispose()
+    log = logging.getLogger("gpuq")
+    if user_count == 0 and not is_loopback(settings.host) and not args.insecure:
+        print(
+            f"gpuq: refusing to serve on {settings.host} with no users: anyone who can reach "
+            "it could run programs on this machine. Add one with `gpuq users add NAME --admin` "
+            "(then send its token), or pass --insecure.",
+            file=sys.stderr,
+        )
+        return 1
     try:
         service = Service.open(settings, schedule=not args.api_only)
     except (InventoryError, SchedulerLocked) as exc:
         print(f"gpuq: {exc}", file=sys.stderr)
         return 1
-    logging.getLogger("gpuq").info(
+    if user_count == 0:
+        log.warning(
+            "NO USERS DEFINED: gpuq is open to every process that can reach %s:%d, acting as "
+            "admin. Add users with `gpuq users add NAME [--admin]` to require tokens.",
+            settings.host,
+            settings.port,
+        )
+    else:
+        log.info("%d user(s): requests need `Authorization: Bearer <token>`", user_count)
+    log.info(
         "state in %s, database %s, %d GPU(s)%s; API on http://%s:%d (docs at /docs)",
         settings.home.resolve(),
         settings.db_url,
@@ -67,6 +93,53 @@ _SpecLoader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"),
 )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """`gpuq users add|ls|revoke`: on the database itself, no server needed."""
+    from service import migrate, users
+    from service.db import Database
+    from service.errors import GpuqError
+    from service.settings import Settings
+
+    db = Database.open(Settings().db_url)
+    migrate.upgrade(db)
+    actor = users.Caller(name=f"console:{getpass.getuser()}", admin=True)
+    try:
+        if args.action == "add":
+            token = users.add_user(db, args.name, admin=args.admin, actor=actor)
+            role = "an admin" if args.admin else "a user"
+            print(f"added {args.name} as {role}; this token is shown once, keep it secret:")
+            print(token)
+        elif args.action == "revoke":
+            users.revoke_user(db, args.name, actor=actor)
+            print(f"revoked {args.name}; their token no longer works")
+        else:
+            rows = [
+                (
+                    u.name,
+                    "admin" if u.admin else "user",
+                    "revoked" if u.revoked_at else "active",
+                    u.created_at.strftime("%Y-%m-%d %H:%M"),
+                )
+                for u in users.list_users(db)
+            ]
+            print(tables.table(["NAME", "ROLE", "STATE", "ADDED"], rows) if rows else "no users")
+    except GpuqError as exc:
+        print(f"gpuq: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+    return 0
 
 
 def load_spec(path: str) -> Any:
@@ -150,6 +223,11 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default GPUQ_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GPUQ_PORT or 8000)")
     serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve on a non-loopback address even with no users (anyone may submit)",
+    )
+    serve.add_argument(
         "--api-only",
         action="store_true",
         help="serve the API without scheduling (extra API processes beside one scheduler)",
@@ -170,6 +248,14 @@ def parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("id", type=int)
     sub.add_parser("gpus", help="GPUs, their memory and jobs")
+    user_cmd = sub.add_parser("users", help="manage users and tokens (on this machine)")
+    user_sub = user_cmd.add_subparsers(dest="action", required=True)
+    add = user_sub.add_parser("add", help="add a user and print their token once")
+    add.add_argument("name")
+    add.add_argument("--admin", action="store_true", help="may act on every job and GPU")
+    user_sub.add_parser("ls", help="list users (never their tokens)")
+    revoke = user_sub.add_parser("revoke", help="revoke a user's token")
+    revoke.add_argument("name")
     for name in ("submit", "ls", "show", "cancel", "gpus"):
         sub.choices[name].add_argument("--json", action="store_true", help="print raw JSON")
     return p
@@ -189,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "users":
+        return cmd_users(args)
     try:
         return COMMANDS[args.command](args, Client())
     except ApiError as exc:

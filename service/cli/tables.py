@@ -66,7 +66,8 @@ def job_summary(job: dict[str, Any]) -> str:
         + (f", {_plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
     if job.get("wait_reason"):
-        lines.append(f"  waiting: {job['wait_reason']}")
+        where = f" (position {job['queue_position']})" if job.get("queue_position") else ""
+        lines.append(f"  waiting{where}: {job['wait_reason']}")
     if progress_text(job):
         p = job["progress"]
         extra = [f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else ""]

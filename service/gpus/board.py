@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
+from service.audit import record
 from service.db import Database
 from service.gpus.inventory import Inventory
 from service.gpus.nvml import DeviceReading
@@ -14,6 +15,15 @@ from service.scheduler.memory import process_group
 from service.scheduler.placement import GpuSlot, Held
 
 log = logging.getLogger(__name__)
+
+#: A GPU's hold fields when nothing holds it back.
+UNHELD: dict[str, object] = {
+    "hold": None,
+    "hold_reason": None,
+    "hold_job_id": None,
+    "hold_pids": [],
+    "hold_since": None,
+}
 
 
 def sync(db: Database, inventory: Inventory) -> None:
@@ -82,19 +92,21 @@ class Board:
         held = [Held(a.job_id, a.gpu_index, a.memory_mb) for a in allocations]
         return slots, held
 
-    def release(self, index: int) -> bool:
+    def release(self, index: int, actor: str) -> bool:
         """Clears a draining or quarantined hold; False if the GPU was not held."""
         with self.db.write() as session:
+            gpu = session.get(Gpu, index)
+            was = gpu.hold_reason if gpu else None
             result = session.execute(
                 update(Gpu)
                 .where(col(Gpu.index) == index, col(Gpu.hold).is_not(None))
-                .values(
-                    hold=None, hold_reason=None, hold_job_id=None, hold_pids=[], hold_since=None
-                )
+                .values(**UNHELD)
             )
-        released = result.rowcount == 1  # type: ignore[attr-defined]
+            released = result.rowcount == 1  # type: ignore[attr-defined]
+            if released:
+                record(session, actor, "gpu_release", f"gpu/{index}", was=was)
         if released:
-            log.info("GPU %d: released by request", index)
+            log.info("GPU %d: released by %s", index, actor)
         return released
 
     def describe(self, job_groups: Iterable[int]) -> list[GpuPublic]:

@@ -14,7 +14,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from service.db import Database, utcnow
-from service.gpus.board import Board
+from service.gpus.board import UNHELD, Board
 from service.models import Gpu, Job
 from service.scheduler.memory import check_drained, usage_by_job, worst_overrun
 from service.settings import Settings
@@ -161,9 +161,7 @@ class GpuGuard:
         return freed
 
     def _set_hold(self, index: int, hold: str | None, reason: str | None) -> None:
-        values: dict[str, object] = {"hold": hold, "hold_reason": reason}
-        if hold is None:
-            values.update(hold_job_id=None, hold_pids=[], hold_since=None)
+        values = dict(UNHELD) if hold is None else {"hold": hold, "hold_reason": reason}
         with self.db.write() as session:
             session.execute(update(Gpu).where(col(Gpu.index) == index).values(**values))
 

@@ -17,21 +17,24 @@ from typing import IO
 from sqlalchemy import delete, update
 from sqlmodel import col, select
 
+from service.audit import record
 from service.db import Database, utcnow
 from service.gpus.board import Board
 from service.jobs import transition
 from service.models import Allocation, Job, Preview
+from service.scheduler import snapshot
 from service.scheduler.gpu_guard import GpuGuard, MemoryWatch, kill_reason
 from service.scheduler.ingest import apply_events, read_events
 from service.scheduler.launch import devices_for, launch
 from service.scheduler.outcome import classify
-from service.scheduler.placement import Placement, PlanInputs, order
-from service.scheduler.requests import PREVIEW_ID, request_for_job, request_for_spec
+from service.scheduler.placement import Placement, order
+from service.scheduler.requests import PREVIEW_ID, request_for_spec
 from service.scheduler.retry import requeue, retry_delay
 from service.scheduler.watch import Watch, tail_log
 from service.settings import Settings
 from service.spec import JobSpec
 from service.states import ACTIVE, JobStatus, Reason
+from service.users import SCHEDULER
 from worker.rundir import RunDir, read_json
 from worker.runspec import RunSpec
 
@@ -255,50 +258,57 @@ class Scheduler:
                 watch.signal(signal.SIGKILL)
                 watch.killed = True
 
-    def _planning_inputs(self) -> tuple[dict[int, Job], PlanInputs]:
-        now = utcnow()
-        with self.db.read() as session:
-            queued = {
-                j.id: j
-                for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
-                if j.id is not None and (j.retry_at is None or j.retry_at <= now)
-            }
-            slots, held = self.board.slots(session, self.job_groups())
-        cpu_busy = sum(not w.gpus for w in list(self.watches.values()))
-        inputs = PlanInputs(
-            queue=[request_for_job(job) for job in queued.values()],
-            gpus=slots,
-            allocations=held,
-            cpu_slots=self.settings.max_cpu_jobs - cpu_busy,
-            topology=self.board.inventory.topology,
+    def _snapshot(self) -> snapshot.Snapshot:
+        return snapshot.take(
+            self.db,
+            self.board,
+            self.settings,
+            cpu_busy=sum(not w.gpus for w in list(self.watches.values())),
+            job_groups=self.job_groups(),
         )
-        return queued, inputs
 
     def place(self) -> None:
-        """Starts the queued jobs that fit now; records why the others wait."""
-        queued, inputs = self._planning_inputs()
-        if not queued:
+        """Starts the queued jobs that may start now; records why and where the others wait."""
+        snap = self._snapshot()
+        if not snap.queued:
             return
-        result = inputs.plan()
-        changed = {i: r for i, r in result.waiting.items() if queued[i].wait_reason != r}
-        if changed:
-            with self.db.write() as session:
-                for job_id, reason in changed.items():
+        result = snap.inputs.plan()
+        placed = {p.job_id for p in result.placements}
+        reasons = {**snap.blocked, **result.waiting}
+        waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
+        positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
+        with self.db.write() as session:
+            for job_id, why in snap.doomed.items():
+                transition(
+                    session,
+                    job_id,
+                    JobStatus.cancelled,
+                    reason=Reason.dependency_failed,
+                    message=f"will never start: {why}",
+                    wait_reason=None,
+                    queue_position=None,
+                )
+                record(session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+            for job_id in waiting:
+                job = snap.queued[job_id]
+                if (job.wait_reason, job.queue_position) != (
+                    reasons.get(job_id),
+                    positions[job_id],
+                ):
                     session.execute(
                         update(Job)
                         .where(col(Job.id) == job_id, col(Job.status) == JobStatus.queued)
-                        .values(wait_reason=reason)
+                        .values(wait_reason=reasons.get(job_id), queue_position=positions[job_id])
                     )
         for placement in result.placements:
-            self._start(queued[placement.job_id], placement)
+            self._start(snap.queued[placement.job_id], placement)
 
-    def preview(self, spec: JobSpec) -> Preview:
-        """Where `spec` would start if it were submitted now, or why it would wait."""
-        _, inputs = self._planning_inputs()
-        me = request_for_spec(PREVIEW_ID, spec)
-        inputs.queue.append(me)
+    def preview(self, spec: JobSpec, owner: str) -> Preview:
+        """Where `spec` would start if `owner` submitted it now, or why it would wait."""
+        inputs = self._snapshot().inputs
+        inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
         result = inputs.plan()
-        ahead = [r.job_id for r in order(inputs.queue)].index(PREVIEW_ID)
+        ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
         placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
         return Preview(
             would_start=placed is not None,
@@ -320,6 +330,7 @@ class Scheduler:
                 assigned_gpus=indices,
                 attempt=attempt,
                 wait_reason=None,
+                queue_position=None,
                 events_offset=0,
             )
             if not claimed:  # cancelled meanwhile

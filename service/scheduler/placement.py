@@ -1,8 +1,12 @@
 """Where queued jobs go: a pure function of the queue, the GPUs and who holds what.
 
-Jobs are considered in priority order, then submission order. A GPU job that cannot start
-now blocks the GPU jobs behind it, so a large job is never starved by a stream of small
-ones. CPU-only jobs (`gpus: 0`) need no GPU and only wait for a CPU slot.
+Jobs are considered by priority, then by their owner's recent GPU usage (fair share: a
+light user goes before a heavy one), then in submission order. The first GPU job that
+cannot start is the *head*: it gets a reservation (the earliest time and GPUs it can
+start on, from the running jobs' time limits), and a job behind it may start now only if,
+by its own `time_limit_s`, it cannot delay that reservation (EASY backfill). A job over
+its owner's `max_gpus_running` waits without holding anyone up. CPU-only jobs
+(`gpus: 0`) need no GPU and only wait for a CPU slot.
 
 Shared jobs go best fit (the fullest GPUs that still fit). A multi-GPU job gets the set of
 GPUs whose farthest pair is closest in the NVML topology (NVLink, then the same PCIe
@@ -10,6 +14,7 @@ switch, ...), since MirroredStrategy all-reduces between every pair each step.
 """
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +32,7 @@ class Held:
     job_id: int
     gpu_index: int
     memory_mb: int | None  #: None: the whole GPU
+    ends_at: float | None = None  #: latest end (time limit + grace), None if unbounded
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,8 @@ class Request:
     gpus: int
     gpu_ids: tuple[int, ...] | None = None
     memory_mb: int | None = None  #: None: whole GPUs
+    owner: str = ""
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,16 @@ class Placement:
     job_id: int
     gpu_indices: tuple[int, ...]
     memory_mb: int | None
+    backfill: bool = False  #: started ahead of a blocked head job
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The head job's earliest start: when (inf if a running job has no time limit) and
+    on which GPUs (None if it fits nowhere even on an empty box)."""
+
+    start: float
+    gpus: tuple[int, ...] | None
 
 
 #: How many GPU sets a multi-GPU job may weigh; past this, the best-fit set is taken.
@@ -59,9 +77,10 @@ class Plan:
     waiting: dict[int, str] = field(default_factory=dict)  #: job id → human reason
 
 
-def order(queue: Sequence[Request]) -> list[Request]:
-    """Priority first (higher earlier), then submission order."""
-    return sorted(queue, key=lambda r: (-r.priority, r.job_id))
+def order(queue: Sequence[Request], usage: Mapping[str, float] | None = None) -> list[Request]:
+    """Priority first (higher earlier), then the owner's recent usage, then submission."""
+    usage = usage or {}
+    return sorted(queue, key=lambda r: (-r.priority, usage.get(r.owner, 0.0), r.job_id))
 
 
 class _Board:
@@ -87,9 +106,20 @@ class _Board:
             return not self.holders[index]
         return self.free_mb(index) >= memory_mb
 
-    def take(self, job_id: int, indices: tuple[int, ...], memory_mb: int | None) -> None:
+    def take(
+        self, job_id: int, indices: tuple[int, ...], memory_mb: int | None, ends_at: float | None
+    ) -> None:
         for index in indices:
-            self.holders[index].append(Held(job_id, index, memory_mb))
+            self.holders[index].append(Held(job_id, index, memory_mb, ends_at))
+
+    def without(self, ended: float) -> "_Board":
+        """This board once every hold ending by `ended` is gone (inf: every hold)."""
+
+        def stays(h: Held) -> bool:
+            return h.ends_at > ended if h.ends_at is not None else ended != math.inf
+
+        kept = [h for holds in self.holders.values() for h in holds if stays(h)]
+        return _Board(list(self.gpus.values()), kept)
 
     def describe(self, index: int) -> str:
         if self.gpus[index].unavailable:
@@ -139,18 +169,60 @@ def _wait_reason(board: _Board, request: Request) -> str:
     return f"waiting for {request.gpus} {noun} {need}; {state}"
 
 
+def _reserve(board: _Board, request: Request, topology: Topology) -> Reservation:
+    ends = sorted({h.ends_at for hs in board.holders.values() for h in hs if h.ends_at})
+    for ended in [*ends, math.inf]:
+        chosen = _choose(board.without(ended), request, topology)
+        if chosen is not None:
+            return Reservation(ended, chosen)
+    return Reservation(math.inf, None)
+
+
+def earliest_start(
+    request: Request,
+    gpus: Sequence[GpuSlot],
+    allocations: Sequence[Held],
+    topology: Topology | None = None,
+) -> Reservation:
+    """When and where `request` could start at the earliest, given every hold's end."""
+    return _reserve(_Board(gpus, allocations), request, topology or {})
+
+
+def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
+    """Whether a job on `chosen` GPUs until `ends_at` could push the head's start back."""
+    if head.gpus is None:
+        return False
+    if ends_at <= head.start < math.inf:
+        return False
+    return bool(set(chosen) & set(head.gpus))
+
+
 def plan(
     queue: Sequence[Request],
     gpus: Sequence[GpuSlot],
     allocations: Sequence[Held],
     cpu_slots: int = 0,
     topology: Topology | None = None,
+    *,
+    now: float = 0.0,
+    grace_s: float = 0.0,
+    usage: Mapping[str, float] | None = None,
+    running_gpus: Mapping[str, int] | None = None,
+    max_gpus_running: int | None = None,
 ) -> Plan:
-    """Decides which queued jobs start now and on which GPUs; says why the others wait."""
+    """Decides which queued jobs start now and on which GPUs; says why the others wait.
+
+    `now` and the holds' `ends_at` are seconds on one clock; a job stops at most `grace_s`
+    after its time limit. `usage` (owner → recent GPU-seconds) orders equal priorities;
+    `running_gpus` (owner → GPUs held) counts against `max_gpus_running`.
+    """
+    topology = topology or {}
     board = _Board(gpus, allocations)
+    owners = dict(running_gpus or {})
     result = Plan()
-    blocker: Request | None = None
-    for request in order(queue):
+    head: Request | None = None
+    reservation = Reservation(math.inf, None)
+    for request in order(queue, usage):
         if request.gpus == 0:
             if cpu_slots > 0:
                 cpu_slots -= 1
@@ -158,18 +230,37 @@ def plan(
             else:
                 result.waiting[request.job_id] = "waiting for a CPU job slot"
             continue
-        if blocker is not None:
+        held = owners.get(request.owner, 0)
+        if max_gpus_running is not None and held + request.gpus > max_gpus_running:
             result.waiting[request.job_id] = (
-                f"waiting behind job {blocker.job_id}, which starts first"
+                f"over quota: {request.owner} already runs {held} GPU(s) and may run "
+                f"{max_gpus_running} (max_gpus_running)"
             )
             continue
-        chosen = _choose(board, request, topology or {})
-        if chosen is None:
+        chosen = _choose(board, request, topology)
+        ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
+        if head is not None:
+            why = None
+            if chosen is None:
+                why = "which starts first"
+            elif ends_at is None:
+                why = "which starts first (a job with a time_limit_s could use idle GPUs meanwhile)"
+            elif _delays(chosen, ends_at, reservation):
+                why = "which starts first; this job could delay it"
+            if why is not None:
+                result.waiting[request.job_id] = f"waiting behind job {head.job_id}, {why}"
+                continue
+        elif chosen is None:
+            head = request
+            reservation = _reserve(board, request, topology)
             result.waiting[request.job_id] = _wait_reason(board, request)
-            blocker = request
             continue
-        board.take(request.job_id, chosen, request.memory_mb)
-        result.placements.append(Placement(request.job_id, chosen, request.memory_mb))
+        assert chosen is not None
+        board.take(request.job_id, chosen, request.memory_mb, ends_at)
+        owners[request.owner] = held + request.gpus
+        result.placements.append(
+            Placement(request.job_id, chosen, request.memory_mb, backfill=head is not None)
+        )
     return result
 
 
@@ -182,6 +273,22 @@ class PlanInputs:
     allocations: list[Held]
     cpu_slots: int = 0
     topology: Topology = field(default_factory=dict)
+    now: float = 0.0
+    grace_s: float = 0.0
+    usage: dict[str, float] = field(default_factory=dict)
+    running_gpus: dict[str, int] = field(default_factory=dict)
+    max_gpus_running: int | None = None
 
     def plan(self) -> Plan:
-        return plan(self.queue, self.gpus, self.allocations, self.cpu_slots, self.topology)
+        return plan(
+            self.queue,
+            self.gpus,
+            self.allocations,
+            self.cpu_slots,
+            self.topology,
+            now=self.now,
+            grace_s=self.grace_s,
+            usage=self.usage,
+            running_gpus=self.running_gpus,
+            max_gpus_running=self.max_gpus_running,
+        )

@@ -13,7 +13,7 @@ from service import jobs
 from service.db import Database
 from service.spec import JobSpec
 from service.states import JobStatus
-from tests.conftest import job_spec
+from tests.conftest import WRITER, job_spec
 from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
@@ -74,7 +74,7 @@ def write_jobs(url: str, count: int) -> int:
     db = Database.open(url)
     spec = JobSpec.model_validate(job_spec())
     for _ in range(count):
-        job, _ = jobs.create_job(db, spec=spec, owner="writer")
+        job, _ = jobs.create_job(db, spec=spec, caller=WRITER)
         with db.write() as session:
             jobs.transition(session, job.id, JobStatus.starting, attempt=1)
         with db.write() as session:

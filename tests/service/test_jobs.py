@@ -5,11 +5,11 @@ from service.db import Database
 from service.errors import Conflict, Invalid
 from service.spec import JobSpec
 from service.states import JobStatus, Reason
-from tests.conftest import job_spec
+from tests.conftest import ANA, job_spec
 
 
 def make(db: Database, **overrides) -> int:
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), owner="ana")
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
     assert job.id is not None
     return job.id
 
@@ -53,29 +53,29 @@ def test_only_one_of_two_racing_writers_wins(db):
 
 def test_cancel_of_a_queued_job_ends_it_and_of_an_ended_job_is_a_conflict(db):
     job_id = make(db)
-    job = jobs.cancel_job(db, job_id)
+    job = jobs.cancel_job(db, job_id, ANA)
     assert (job.status, job.reason) == (JobStatus.cancelled, Reason.cancelled_by_user)
     with pytest.raises(Conflict):
-        jobs.cancel_job(db, job_id)
+        jobs.cancel_job(db, job_id, ANA)
 
 
 def test_cancel_of_a_running_job_asks_the_scheduler(db):
     job_id = make(db)
     move(db, job_id, JobStatus.starting)
-    job = jobs.cancel_job(db, job_id)
+    job = jobs.cancel_job(db, job_id, ANA)
     assert job.status == JobStatus.starting
     assert job.cancel_requested_at is not None
 
 
 def test_idempotency_key_returns_the_first_job(db):
     spec = JobSpec.model_validate(job_spec())
-    first, created = jobs.create_job(db, spec=spec, owner="ana", idempotency_key="k1")
-    again, created_again = jobs.create_job(db, spec=spec, owner="ana", idempotency_key="k1")
+    first, created = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="k1")
+    again, created_again = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="k1")
     assert (created, created_again) == (True, False)
     assert again.id == first.id
     other = JobSpec.model_validate(job_spec(name="other"))
     with pytest.raises(Conflict):
-        jobs.create_job(db, spec=other, owner="ana", idempotency_key="k1")
+        jobs.create_job(db, spec=other, caller=ANA, idempotency_key="k1")
 
 
 def test_listing_pages_newest_first_and_filters(db):

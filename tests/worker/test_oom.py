@@ -16,4 +16,3 @@ def test_the_oom_kill_counter_is_read_from_the_memory_cgroup(tmp_path, monkeypat
     assert oom.oom_kills(cgroup) == 5
     cgroup.write_text("1:cpu:/\n")
     assert oom.oom_kills(cgroup) is None
-

@@ -4,29 +4,31 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from service.api.deps import ServiceDep
+from service.api.deps import AdminDep, CallerDep, ServiceDep
 from service.api.errors import documented
 from service.errors import Conflict, NotFound
 from service.models import GpuPublic
 
-router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=documented(400, 404, 409, 413))
+router = APIRouter(
+    prefix="/v1/gpus", tags=["gpus"], responses=documented(400, 401, 403, 404, 409, 413)
+)
 
 GpuIndex = Annotated[int, Path(ge=0, le=1023, description="The GPU's NVML index.")]
 
 
 @router.get("")
-def list_gpus(service: ServiceDep) -> list[GpuPublic]:
+def list_gpus(service: ServiceDep, caller: CallerDep) -> list[GpuPublic]:
     """Every GPU: memory total/used/free, which jobs hold it, and processes gpuq did not start."""
     return service.board.describe(service.scheduler.job_groups())
 
 
 @router.post("/{index}/release")
-def release_gpu(index: GpuIndex, service: ServiceDep) -> GpuPublic:
-    """Puts a draining or quarantined GPU back into use. 409 if it is not held."""
+def release_gpu(index: GpuIndex, service: ServiceDep, admin: AdminDep) -> GpuPublic:
+    """Puts a draining or quarantined GPU back into use. Admins; 409 if it is not held."""
     views = {g.index: g for g in service.board.describe(service.scheduler.job_groups())}
     if index not in views:
         raise NotFound(f"no GPU with index {index}")
-    if not service.board.release(index):
+    if not service.board.release(index, actor=admin.name):
         raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
     service.scheduler.wake()
     return {g.index: g for g in service.board.describe(service.scheduler.job_groups())}[index]

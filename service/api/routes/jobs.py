@@ -5,10 +5,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.responses import PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import col, select
 
 from service import admission, jobs
-from service.api.deps import ANONYMOUS, JobId, ServiceDep
+from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
 from service.logs import follow_log, read_log
 from service.models import JobMetric, JobPage, JobPublic, MetricHistory, Preview
@@ -16,7 +17,18 @@ from service.spec import JobSpec
 from service.states import TERMINAL, JobStatus
 from worker.rundir import RunDir
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 404, 409, 413))
+router = APIRouter(
+    prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 401, 403, 404, 409, 413, 429)
+)
+
+
+class JobChange(BaseModel):
+    """Fields of a job that may change after submission."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    priority: int | None = Field(
+        None, ge=-1000, le=1000, description="New priority; only admins may raise it."
+    )
 
 
 @router.post(
@@ -32,6 +44,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 4
 def submit_job(
     spec: JobSpec,
     service: ServiceDep,
+    caller: CallerDep,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -45,9 +58,10 @@ def submit_job(
     admission.check(spec, service.board.inventory.devices, service.settings.gpu_headroom_mb)
     if dry_run:
         response.status_code = status.HTTP_200_OK
-        return service.scheduler.preview(spec)
+        return service.scheduler.preview(spec, caller.name)
+    limits = jobs.Limits(service.settings.max_jobs_queued, service.settings.max_user_priority)
     job, created = jobs.create_job(
-        service.db, spec=spec, owner=ANONYMOUS, idempotency_key=idempotency_key
+        service.db, spec=spec, caller=caller, idempotency_key=idempotency_key, limits=limits
     )
     if created:
         service.scheduler.wake()
@@ -59,6 +73,7 @@ def submit_job(
 @router.get("")
 def list_jobs(
     service: ServiceDep,
+    caller: CallerDep,
     status: Annotated[list[JobStatus], Query(description="Only these states.")] = [],  # noqa: B006
     owner: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -72,17 +87,44 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: JobId, service: ServiceDep) -> JobPublic:
+def get_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
     """One job: state, reason, GPUs, progress, latest metrics."""
     return JobPublic.of(jobs.get_job(service.db, job_id))
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
-def cancel_job(job_id: JobId, service: ServiceDep) -> JobPublic:
+def cancel_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
     """Cancels a queued job at once; a running one gets SIGTERM, then SIGKILL after the grace
-    period. 409 if the job already ended."""
-    job = jobs.cancel_job(service.db, job_id)
+    period. Owner or admin; 409 if the job already ended."""
+    job = jobs.cancel_job(service.db, job_id, caller)
     service.scheduler.wake()
+    return JobPublic.of(job)
+
+
+@router.post("/{job_id}/hold")
+def hold_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
+    """Keeps a queued job from starting until it is released. Owner or admin; 409 unless
+    queued."""
+    return JobPublic.of(jobs.set_held(service.db, job_id, caller, held=True))
+
+
+@router.post("/{job_id}/release")
+def release_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
+    """Lets a held job start again. Owner or admin; 409 unless queued."""
+    job = jobs.set_held(service.db, job_id, caller, held=False)
+    service.scheduler.wake()
+    return JobPublic.of(job)
+
+
+@router.patch("/{job_id}")
+def change_job(
+    job_id: JobId, change: JobChange, service: ServiceDep, caller: CallerDep
+) -> JobPublic:
+    """Changes a job's priority: an admin freely, its owner only downwards."""
+    job = jobs.get_job(service.db, job_id)
+    if change.priority is not None:
+        job = jobs.set_priority(service.db, job_id, caller, change.priority)
+        service.scheduler.wake()
     return JobPublic.of(job)
 
 
@@ -101,6 +143,7 @@ def cancel_job(job_id: JobId, service: ServiceDep) -> JobPublic:
 def job_logs(
     job_id: JobId,
     service: ServiceDep,
+    caller: CallerDep,
     tail: Annotated[
         int | None, Query(ge=1, le=100_000, description="Only the last N lines.")
     ] = None,
@@ -128,7 +171,7 @@ def job_logs(
 
 
 @router.get("/{job_id}/metrics")
-def job_metrics(job_id: JobId, service: ServiceDep) -> MetricHistory:
+def job_metrics(job_id: JobId, service: ServiceDep, caller: CallerDep) -> MetricHistory:
     """Per-epoch metrics and sampled per-step metrics, each position once."""
     jobs.get_job(service.db, job_id)
     with service.db.read() as session:

@@ -7,7 +7,7 @@ from service.models import Job, JobMetric
 from service.scheduler.ingest import apply_events, read_events
 from service.spec import JobSpec
 from service.states import JobStatus
-from tests.conftest import job_spec
+from tests.conftest import ANA, job_spec
 
 
 def test_only_complete_lines_are_read(tmp_path):
@@ -37,7 +37,7 @@ def step(epoch, n, loss):
 
 
 def test_events_set_progress_metrics_and_running(db):
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), owner="ana")
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     with db.write() as session:
         jobs.transition(session, job.id, JobStatus.starting, attempt=1)
     batch = [

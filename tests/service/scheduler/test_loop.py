@@ -13,7 +13,7 @@ from service.models import Allocation
 from service.scheduler.loop import Scheduler, SchedulerLocked
 from service.spec import JobSpec
 from service.states import JobStatus, Reason
-from tests.conftest import job_spec
+from tests.conftest import ANA, job_spec
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def scheduler(db, settings):
 
 
 def queue(db, **overrides) -> int:
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), owner="ana")
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
     return job.id
 
 

@@ -1,7 +1,9 @@
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.scheduler.placement import GpuSlot, Held, Request, plan
+from service.scheduler.placement import GpuSlot, Held, Request, earliest_start, plan
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
 
@@ -59,7 +61,10 @@ def test_a_blocked_gpu_job_holds_back_later_gpu_jobs_but_not_cpu_jobs():
     queue = [Request(1, 0, 2), Request(2, 0, 1), Request(3, 0, 0)]
     result = plan(queue, GPUS, [Held(9, 0, None)], cpu_slots=1)
     assert [p.job_id for p in result.placements] == [3]
-    assert result.waiting[2] == "waiting behind job 1, which starts first"
+    assert result.waiting[2] == (
+        "waiting behind job 1, which starts first "
+        "(a job with a time_limit_s could use idle GPUs meanwhile)"
+    )
 
 
 def test_cpu_jobs_are_bounded_by_slots():
@@ -127,7 +132,10 @@ def test_draining_and_quarantined_gpus_take_nothing():
     gpus = [GpuSlot(0, 8192, unavailable="draining after job 4"), GpuSlot(1, 8192)]
     result = plan([Request(1, 0, 2), Request(2, 0, 1, None, 100)], gpus, [])
     assert "GPU 0 is draining after job 4" in result.waiting[1]
-    assert result.waiting[2] == "waiting behind job 1, which starts first"
+    assert result.waiting[2] == (
+        "waiting behind job 1, which starts first "
+        "(a job with a time_limit_s could use idle GPUs meanwhile)"
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -144,3 +152,135 @@ def test_explicit_gpu_ids_are_honoured_or_the_job_waits(ids, memory, held_gpu):
     else:
         assert held_gpu in ids
         assert result.waiting[1].startswith("waiting for GPUs " + ", ".join(map(str, ids)))
+
+
+# --- fair share, quotas, backfill --------------------------------------------------------
+
+
+def test_a_light_user_goes_before_a_heavy_one_at_equal_priority():
+    queue = [
+        Request(1, 0, 1, owner="heavy"),
+        Request(2, 0, 1, owner="light"),
+        Request(3, 0, 1, owner="heavy"),
+        Request(4, 5, 1, owner="heavy"),
+    ]
+    held = [Held(9, 0, None)]  # one GPU free
+    result = plan(queue, GPUS, held, usage={"heavy": 9000.0, "light": 10.0})
+    assert [p.job_id for p in result.placements] == [4]
+    result = plan(queue[:3], GPUS, held, usage={"heavy": 9000.0, "light": 10.0})
+    assert [p.job_id for p in result.placements] == [2], "light user before heavy's older job"
+    result = plan(queue[:3], GPUS, held, usage={})
+    assert [p.job_id for p in result.placements] == [1], "no usage: submission order"
+
+
+def test_a_job_over_its_owners_gpu_quota_waits_without_blocking_others():
+    queue = [Request(1, 0, 2, owner="ana"), Request(2, 0, 1, owner="bo")]
+    result = plan(queue, GPUS, [], running_gpus={"ana": 1}, max_gpus_running=2)
+    assert result.waiting[1] == (
+        "over quota: ana already runs 1 GPU(s) and may run 2 (max_gpus_running)"
+    )
+    assert [p.job_id for p in result.placements] == [2]
+
+
+def test_jobs_placed_in_one_plan_count_against_the_quota():
+    queue = [Request(1, 0, 1, owner="ana"), Request(2, 0, 1, owner="ana")]
+    result = plan(queue, GPUS, [], max_gpus_running=1)
+    assert [p.job_id for p in result.placements] == [1]
+    assert result.waiting[2].startswith("over quota: ana already runs 1 GPU(s)")
+
+
+def test_a_short_job_backfills_when_it_ends_before_the_head_can_start():
+    # GPU 0 is held until t=100; the head needs all four GPUs, so it starts at 100 at best.
+    held = [Held(9, 0, None, ends_at=100.0)]
+    queue = [
+        Request(1, 0, 4),
+        Request(2, 0, 1, time_limit_s=50),
+        Request(3, 0, 1, time_limit_s=500),
+    ]
+    result = plan(queue, FOUR, held, now=0.0, grace_s=10)
+    assert [(p.job_id, p.backfill) for p in result.placements] == [(2, True)]
+    assert result.waiting[3] == "waiting behind job 1, which starts first; this job could delay it"
+
+
+def test_a_job_may_backfill_on_gpus_the_head_will_not_use():
+    held = [Held(9, 0, None, ends_at=100.0)]
+    head = Request(1, 0, 1, gpu_ids=(0,))
+    long_job = Request(2, 0, 1, time_limit_s=10_000)
+    result = plan([head, long_job], GPUS, held, now=0.0)
+    assert [(p.job_id, p.gpu_indices) for p in result.placements] == [(2, (1,))]
+
+
+def test_nothing_backfills_ahead_of_a_head_whose_start_is_unknown():
+    held = [Held(9, 0, None, ends_at=None)]  # a running job without a time limit
+    queue = [Request(1, 0, 2), Request(2, 0, 1, time_limit_s=1)]
+    result = plan(queue, GPUS, held, now=0.0)
+    assert result.placements == []
+
+
+requests_with_limits = st.builds(
+    Request,
+    job_id=st.integers(1, 10_000),
+    priority=st.integers(-1, 1),
+    gpus=st.integers(1, 3),
+    gpu_ids=st.none(),
+    memory_mb=st.one_of(st.none(), st.integers(1000, 8000)),
+    owner=st.sampled_from(["ana", "bo", "cy"]),
+    time_limit_s=st.one_of(st.none(), st.floats(1, 1000)),
+)
+holds = st.lists(
+    st.builds(
+        Held,
+        job_id=st.integers(20_000, 30_000),
+        gpu_index=st.integers(0, 3),
+        memory_mb=st.one_of(st.none(), st.integers(500, 4000)),
+        ends_at=st.one_of(st.none(), st.floats(1, 2000)),
+    ),
+    max_size=4,
+    unique_by=lambda h: h.gpu_index,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(queue=st.lists(requests_with_limits, max_size=10, unique_by=lambda r: r.job_id), held=holds)
+def test_backfill_never_delays_the_head_job(queue, held):
+    gpus = [GpuSlot(i, 8192) for i in range(4)]
+    grace = 5.0
+    result = plan(queue, gpus, held, now=0.0, grace_s=grace, topology=NVLINKED)
+    by_id = {r.job_id: r for r in queue}
+
+    def as_holds(placements):
+        return [
+            Held(
+                p.job_id,
+                g,
+                p.memory_mb,
+                None
+                if by_id[p.job_id].time_limit_s is None
+                else by_id[p.job_id].time_limit_s + grace,
+            )
+            for p in placements
+            for g in p.gpu_indices
+        ]
+
+    regular = [p for p in result.placements if not p.backfill]
+    backfilled = [p for p in result.placements if p.backfill]
+    waiting = [
+        r
+        for r in queue
+        if r.job_id in result.waiting and "over quota" not in result.waiting[r.job_id]
+    ]
+    if not waiting or not backfilled:
+        return
+    head = next(
+        r
+        for r in sorted(queue, key=lambda r: (-r.priority, r.job_id))
+        if r.job_id in result.waiting
+        and r.job_id in {w.job_id for w in waiting}
+        and not result.waiting[r.job_id].startswith("waiting behind")
+    )
+    without = earliest_start(head, gpus, [*held, *as_holds(regular)], NVLINKED)
+    with_backfill = earliest_start(head, gpus, [*held, *as_holds(result.placements)], NVLINKED)
+    assert with_backfill.start <= without.start
+    if without.start == math.inf and without.gpus is not None:
+        used = {g for p in backfilled for g in p.gpu_indices}
+        assert not used & set(without.gpus), "a backfill took a GPU of an unbounded head"

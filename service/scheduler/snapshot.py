@@ -1,0 +1,137 @@
+"""What the scheduler knows when it plans: the queue, who holds what until when, and why
+some queued jobs cannot be considered at all (held, waiting on a retry or a dependency)."""
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from service.db import Database, utcnow
+from service.gpus.board import Board
+from service.models import Job
+from service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.placement import Held, PlanInputs, order
+from service.scheduler.requests import request_for_job
+from service.settings import Settings
+from service.states import ACTIVE, TERMINAL, JobStatus
+
+#: Finished jobs older than this many half-lives no longer count for fair share.
+USAGE_HORIZON_HALF_LIVES = 20
+
+
+@dataclass
+class Snapshot:
+    queued: dict[int, Job]
+    inputs: PlanInputs
+    #: queued job → why it is not even considered (hold, retry back-off, dependency)
+    blocked: dict[int, str] = field(default_factory=dict)
+    #: queued job → why it can never start (a dependency failed)
+    doomed: dict[int, str] = field(default_factory=dict)
+    #: every queued job id, in the order the queue is considered
+    positions: list[int] = field(default_factory=list)
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def take(
+    db: Database, board: Board, settings: Settings, *, cpu_busy: int, job_groups: set[int]
+) -> Snapshot:
+    now_dt = utcnow()
+    now = time.time()
+    horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
+    with db.read() as session:
+        queued = {
+            j.id: j
+            for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
+            if j.id is not None
+        }
+        recent = session.exec(
+            select(Job).where(
+                col(Job.started_at).is_not(None),
+                col(Job.gpu_count) > 0,
+                col(Job.status).in_(ACTIVE)
+                | (col(Job.finished_at) > datetime.fromtimestamp(horizon, now_dt.tzinfo)),
+            )
+        ).all()
+        needed = {d for j in queued.values() for d in j.depends_on}
+        dependencies = (
+            {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(needed)))}
+            if needed
+            else {}
+        )
+        slots, held = board.slots(session, job_groups)
+    active = {j.id: j for j in recent if j.status in ACTIVE}
+    ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
+    held = [Held(h.job_id, h.gpu_index, h.memory_mb, ends.get(h.job_id)) for h in held]
+    running: dict[str, int] = {}
+    for j in active.values():
+        running[j.owner] = running.get(j.owner, 0) + j.gpu_count
+    usage = decayed_usage(
+        (
+            Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, _seconds(j.finished_at))
+            for j in recent
+        ),
+        now,
+        settings.fair_share_half_life_s,
+    )
+    snapshot = Snapshot(
+        queued=queued,
+        inputs=PlanInputs(
+            queue=[],
+            gpus=slots,
+            allocations=held,
+            cpu_slots=settings.max_cpu_jobs - cpu_busy,
+            topology=board.inventory.topology,
+            now=now,
+            grace_s=settings.cancel_grace_s,
+            usage=usage,
+            running_gpus=running,
+            max_gpus_running=settings.max_gpus_running,
+        ),
+    )
+    for job_id, job in queued.items():
+        doom = _failed_dependency(job, dependencies)
+        why = None if doom else _not_considered(job, dependencies, now_dt)
+        if doom is not None:
+            snapshot.doomed[job_id] = doom
+        elif why is not None:
+            snapshot.blocked[job_id] = why
+        else:
+            snapshot.inputs.queue.append(request_for_job(job))
+    everyone = [request_for_job(j) for j in queued.values()]
+    snapshot.positions = [r.job_id for r in order(everyone, usage)]
+    return snapshot
+
+
+def _ends_at(job: Job, grace_s: float) -> float | None:
+    limit = job.spec.get("time_limit_s")
+    started = _seconds(job.started_at)
+    return None if limit is None or started is None else started + limit + grace_s
+
+
+def _failed_dependency(job: Job, dependencies: dict[int | None, Job]) -> str | None:
+    """Why `job` can never start, if one of the jobs it depends on will never succeed."""
+    for dep_id in job.depends_on:
+        dep = dependencies.get(dep_id)
+        if dep is None:
+            return f"it depends on job {dep_id}, which no longer exists"
+        if dep.status in TERMINAL and dep.status != JobStatus.succeeded:
+            why = f" ({dep.reason.value})" if dep.reason else ""
+            return f"it depends on job {dep_id}, which ended {dep.status.value}{why}"
+    return None
+
+
+def _not_considered(job: Job, dependencies: dict[int | None, Job], now: datetime) -> str | None:
+    """Why `job` is not considered for placement now (hold, retry back-off, dependency)."""
+    if job.held:
+        return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
+    if job.retry_at is not None and job.retry_at > now:
+        return job.wait_reason or "waiting to retry"
+    pending = [d for d in job.depends_on if dependencies[d].status != JobStatus.succeeded]
+    if pending:
+        first = dependencies[pending[0]]
+        return f"waiting for job {first.id} to succeed (it is {first.status.value})"
+    return None

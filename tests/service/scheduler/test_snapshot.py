@@ -1,0 +1,93 @@
+"""Planning inputs taken from a real database: fair share, holds, dependencies, positions."""
+
+from datetime import timedelta
+
+import pytest
+
+from service import jobs
+from service.db import utcnow
+from service.gpus import board as gpu_board
+from service.gpus.board import Board
+from service.gpus.inventory import discover
+from service.models import Job
+from service.scheduler import snapshot
+from service.spec import JobSpec
+from service.states import JobStatus
+from service.users import Caller
+from tests.conftest import job_spec
+
+
+@pytest.fixture
+def board(db, settings):
+    inventory = discover(settings.gpus)
+    gpu_board.sync(db, inventory)
+    return Board(db, inventory)
+
+
+def submit(db, owner: str, **overrides) -> int:
+    spec = JobSpec.model_validate(job_spec(**overrides))
+    job, _ = jobs.create_job(db, spec=spec, caller=Caller(owner, admin=False))
+    return job.id
+
+
+def ran(db, owner: str, hours_ago: float, hours: float, gpus: int = 2) -> None:
+    """A finished job in `owner`'s history."""
+    end = utcnow() - timedelta(hours=hours_ago)
+    with db.write() as session:
+        session.add(
+            Job(
+                name="old",
+                owner=owner,
+                status=JobStatus.succeeded,
+                spec={},
+                gpu_count=gpus,
+                started_at=end - timedelta(hours=hours),
+                finished_at=end,
+            )
+        )
+
+
+def take(db, board, settings):
+    return snapshot.take(db, board, settings, cpu_busy=0, job_groups=set())
+
+
+def test_a_heavy_users_older_job_waits_behind_a_light_users_newer_one(db, board, settings):
+    ran(db, "heavy", hours_ago=1, hours=8)
+    ran(db, "light", hours_ago=1, hours=0.1)
+    heavy_job = submit(db, "heavy", resources={"gpus": 2})
+    light_job = submit(db, "light", resources={"gpus": 2})
+    snap = take(db, board, settings)
+    assert snap.inputs.usage["heavy"] > 10 * snap.inputs.usage["light"]
+    assert snap.positions == [light_job, heavy_job]
+    result = snap.inputs.plan()
+    assert [p.job_id for p in result.placements] == [light_job]
+
+
+def test_usage_fades_with_the_half_life(db, board, settings):
+    ran(db, "ana", hours_ago=0, hours=1)
+    fresh = take(db, board, settings).inputs.usage["ana"]
+    ran(db, "bo", hours_ago=settings.fair_share_half_life_s / 3600, hours=1)
+    faded = take(db, board, settings).inputs.usage["bo"]
+    assert faded == pytest.approx(fresh / 2, rel=0.01)
+
+
+def test_held_jobs_and_unmet_dependencies_are_not_considered(db, board, settings):
+    first = submit(db, "ana")
+    held = submit(db, "ana")
+    jobs.set_held(db, held, Caller("ana", admin=False), held=True)
+    later = submit(db, "ana", depends_on=[first])
+    snap = take(db, board, settings)
+    assert [r.job_id for r in snap.inputs.queue] == [first]
+    assert snap.blocked[held] == f"held: `POST /v1/jobs/{held}/release` lets it start"
+    assert snap.blocked[later] == f"waiting for job {first} to succeed (it is queued)"
+    assert snap.positions == [first, held, later]
+
+
+def test_a_failed_dependency_dooms_the_job(db, board, settings):
+    first = submit(db, "ana")
+    later = submit(db, "ana", depends_on=[first])
+    with db.write() as session:
+        jobs.transition(session, first, JobStatus.starting, attempt=1)
+        jobs.transition(session, first, JobStatus.failed)
+    snap = take(db, board, settings)
+    assert snap.doomed == {later: f"it depends on job {first}, which ended failed"}
