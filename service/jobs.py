@@ -11,6 +11,7 @@ from service.audit import record
 from service.db import Database, utcnow
 from service.errors import Conflict, Forbidden, Invalid, NotFound, TooMany
 from service.models import Job
+from service.pages import newest_first
 from service.spec import JobSpec
 from service.states import ACTIVE, ALLOWED_FROM, TERMINAL, JobStatus, Reason
 from service.users import Caller
@@ -128,21 +129,13 @@ def list_jobs(
     limit: int = 50,
     cursor: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """Newest first; the cursor is the last id of the previous page."""
-    query = select(Job).order_by(col(Job.id).desc()).limit(limit + 1)
+    """Newest first, filtered by state and owner, a page at a time."""
+    query = select(Job)
     if statuses:
         query = query.where(col(Job.status).in_(statuses))
     if owner is not None:
         query = query.where(Job.owner == owner)
-    if cursor is not None:
-        if not cursor.isdigit() or len(cursor) > 18:
-            raise Invalid(("query", "cursor"), "cursor is not one this server handed out")
-        query = query.where(col(Job.id) < int(cursor))
-    with db.read() as session:
-        jobs = list(session.exec(query).all())
-    if len(jobs) > limit:
-        return jobs[:limit], str(jobs[limit - 1].id)
-    return jobs, None
+    return newest_first(db, query, Job.id, limit=limit, cursor=cursor)
 
 
 def _authorize(job: Job, caller: Caller) -> None:
