@@ -138,6 +138,19 @@ def list_jobs(
     return newest_first(db, query, Job.id, limit=limit, cursor=cursor)
 
 
+def cancel_queued(session: Session, job_id: int, reason: Reason, message: str) -> bool:
+    """Ends a job that never started; False if it is no longer queued."""
+    return transition(
+        session,
+        job_id,
+        JobStatus.cancelled,
+        reason=reason,
+        message=message,
+        wait_reason=None,
+        queue_position=None,
+    )
+
+
 def _authorize(job: Job, caller: Caller) -> None:
     if not caller.admin and job.owner != caller.name:
         raise Forbidden(
@@ -153,15 +166,8 @@ def cancel_job(db: Database, job_id: int, caller: Caller) -> Job:
         if job.status in TERMINAL:
             raise Conflict(f"job {job_id} already ended ({job.status.value})")
         if job.status == JobStatus.queued:
-            transition(
-                session,
-                job_id,
-                JobStatus.cancelled,
-                reason=Reason.cancelled_by_user,
-                message=f"cancelled by {caller.name} before it started",
-                wait_reason=None,
-                queue_position=None,
-            )
+            message = f"cancelled by {caller.name} before it started"
+            cancel_queued(session, job_id, Reason.cancelled_by_user, message)
         else:
             session.execute(
                 update(Job)

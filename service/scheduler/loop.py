@@ -20,7 +20,7 @@ from sqlmodel import col, select
 from service.audit import record
 from service.db import Database, utcnow
 from service.gpus.board import Board
-from service.jobs import transition
+from service.jobs import cancel_queued, transition
 from service.models import Allocation, Job, Preview
 from service.scheduler import snapshot
 from service.scheduler.gpu_guard import GpuGuard, MemoryWatch, kill_reason
@@ -279,15 +279,7 @@ class Scheduler:
         positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
         with self.db.write() as session:
             for job_id, why in snap.doomed.items():
-                transition(
-                    session,
-                    job_id,
-                    JobStatus.cancelled,
-                    reason=Reason.dependency_failed,
-                    message=f"will never start: {why}",
-                    wait_reason=None,
-                    queue_position=None,
-                )
+                cancel_queued(session, job_id, Reason.dependency_failed, f"will never start: {why}")
                 record(session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
             for job_id in waiting:
                 job = snap.queued[job_id]
