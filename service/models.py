@@ -199,13 +199,6 @@ class Preview(BaseModel):
     jobs_ahead: int = _d("Queued jobs that would be considered before it.")
 
 
-class UserPublic(BaseModel):
-    name: str = _d("The user's name.")
-    admin: bool = _d("Admins may act on every job, set priorities and manage GPUs.")
-    created_at: datetime = _d("When the user was added (UTC).")
-    revoked_at: datetime | None = _d("When the token was revoked (UTC); null if active.")
-
-
 class AuditPublic(BaseModel):
     id: int = _d("Entry id, increasing.")
     at: datetime = _d("When (UTC).")

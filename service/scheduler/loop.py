@@ -10,7 +10,6 @@ import logging
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import IO
 
@@ -52,7 +51,6 @@ class Scheduler:
         self.board = board
         self.guard = GpuGuard(db, settings, board)
         self.watches: dict[int, Watch] = {}
-        self.last_step_s = 0.0
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,12 +100,10 @@ class Scheduler:
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
-            began = time.monotonic()
             try:
                 self.step()
             except Exception:
                 log.exception("scheduler step failed; trying again")
-            self.last_step_s = time.monotonic() - began
             poll = self.settings.active_poll_s if self.watches else self.settings.idle_poll_s
             self._wake.wait(poll)
 
@@ -258,19 +254,20 @@ class Scheduler:
                 watch.signal(signal.SIGKILL)
                 watch.killed = True
 
-    def _snapshot(self) -> snapshot.Snapshot:
+    def _snapshot(self, *, skip_if_idle: bool = False) -> snapshot.Snapshot | None:
         return snapshot.take(
             self.db,
             self.board,
             self.settings,
             cpu_busy=sum(not w.gpus for w in list(self.watches.values())),
             job_groups=self.job_groups(),
+            skip_if_idle=skip_if_idle,
         )
 
     def place(self) -> None:
         """Starts the queued jobs that may start now; records why and where the others wait."""
-        snap = self._snapshot()
-        if not snap.queued:
+        snap = self._snapshot(skip_if_idle=True)
+        if snap is None:
             return
         result = snap.inputs.plan()
         placed = {p.job_id for p in result.placements}
@@ -297,7 +294,9 @@ class Scheduler:
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""
-        inputs = self._snapshot().inputs
+        snap = self._snapshot()
+        assert snap is not None  # only an idle-skipping snapshot is ever None
+        inputs = snap.inputs
         inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
         result = inputs.plan()
         ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)

@@ -37,8 +37,16 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 def take(
-    db: Database, board: Board, settings: Settings, *, cpu_busy: int, job_groups: set[int]
-) -> Snapshot:
+    db: Database,
+    board: Board,
+    settings: Settings,
+    *,
+    cpu_busy: int,
+    job_groups: set[int],
+    skip_if_idle: bool = False,
+) -> Snapshot | None:
+    """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
+    tick costs one indexed query rather than a scan of recent jobs and a GPU reading."""
     now_dt = utcnow()
     now = time.time()
     horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
@@ -48,6 +56,8 @@ def take(
             for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
             if j.id is not None
         }
+        if skip_if_idle and not queued:
+            return None
         recent = session.exec(
             select(Job).where(
                 col(Job.started_at).is_not(None),

@@ -48,7 +48,9 @@ def ran(db, owner: str, hours_ago: float, hours: float, gpus: int = 2) -> None:
 
 
 def take(db, board, settings):
-    return snapshot.take(db, board, settings, cpu_busy=0, job_groups=set())
+    snap = snapshot.take(db, board, settings, cpu_busy=0, job_groups=set())
+    assert snap is not None
+    return snap
 
 
 def test_a_heavy_users_older_job_waits_behind_a_light_users_newer_one(db, board, settings):
@@ -91,3 +93,13 @@ def test_a_failed_dependency_dooms_the_job(db, board, settings):
         jobs.transition(session, first, JobStatus.failed)
     snap = take(db, board, settings)
     assert snap.doomed == {later: f"it depends on job {first}, which ended failed"}
+
+
+def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, board, settings):
+    assert (
+        snapshot.take(db, board, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True) is None
+    )
+    assert take(db, board, settings).queued == {}
+    submit(db, "ana")
+    busy = snapshot.take(db, board, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True)
+    assert busy is not None and list(busy.queued) == [1]
