@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench clean chromium
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -34,8 +34,12 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint
+# The dashboard's test drives a real headless Chromium (Debian's package).
+chromium:
+	@scripts/install-chromium
+
+test: lint chromium
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache
+	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import DateTime, Engine, TypeDecorator, create_engine, event
 from sqlalchemy.engine.url import make_url
 from sqlmodel import Session
+
+from service.changes import Changes
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -69,6 +71,7 @@ class Database:
     url: str
     reader: Engine
     writer: Engine
+    changes: Changes = field(default_factory=Changes)  #: notified after every commit
 
     @classmethod
     def open(cls, url: str) -> "Database":
@@ -90,6 +93,7 @@ class Database:
         """One write transaction, committed on success and rolled back on error."""
         with Session(self.writer, expire_on_commit=False) as session, session.begin():
             yield session
+        self.changes.notify()
 
     def dispose(self) -> None:
         self.reader.dispose()

@@ -90,6 +90,7 @@ def create_job(
         )
         session.add(job)
         session.flush()
+        session.refresh(job)  # its revision comes from a trigger
         record(session, caller.name, "submit", f"job/{job.id}", name=spec.name)
         return job, True
 

@@ -1,7 +1,7 @@
 """Database tables and the public shapes the API returns."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel
 from pydantic import Field as PydanticField
@@ -59,6 +59,8 @@ class Job(SQLModel, table=True):
     started_at: datetime | None = _utc(default=None)
     running_at: datetime | None = _utc(default=None)
     finished_at: datetime | None = _utc(default=None)
+    #: Grows on every change to any job (kept by database triggers; see migration 0005).
+    rev: int = Field(default=0, unique=True, index=True)
 
 
 class JobMetric(SQLModel, table=True):
@@ -154,7 +156,9 @@ class AttemptPublic(BaseModel):
     finished_at: datetime = _d("When it ended (UTC).")
 
 
-class JobPublic(BaseModel):
+class JobEvent(BaseModel):
+    """What changes while a job runs: the body of each `job` event in `GET /v1/events`."""
+
     id: int = _d("The job's id.")
     name: str = _d("The spec's `name`.")
     owner: str = _d("Who submitted the job.")
@@ -162,33 +166,41 @@ class JobPublic(BaseModel):
     reason: Reason | None = _d("Why the job ended, when it has.")
     message: str | None = _d("A one-line explanation of `reason`, with a hint.")
     exit_code: int | None = _d("The training process's exit code, when it exited.")
-    priority: int = _d("Higher starts first.")
-    spec: JobSpec = _d("The job spec as accepted, defaults filled in.")
     assigned_gpus: list[int] = _d("GPU indices; empty while queued.")
-    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
     attempt: int = _d("Attempt number, from 1 once launched; 0 while never launched.")
     wait_reason: str | None = _d("Why a queued job is not running yet.")
+    queue_position: int | None = _d("Place in the queue (1 = considered next); null unless queued.")
     progress: Progress = _d("Where training is.")
     metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
     gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
     num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
+    started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
+    running_at: datetime | None = _d("The first training step was reported (UTC).")
+    finished_at: datetime | None = _d("Reached its final state (UTC).")
+    revision: int = _d(
+        "Grows whenever this job changes; pass it as `since` with `wait_s` to wait for the "
+        "next change."
+    )
+
+    @classmethod
+    def of(cls, job: Job) -> Self:
+        data = job.model_dump()
+        data["progress"] = Progress(**job.progress)
+        data["revision"] = job.rev
+        return cls.model_validate(data)
+
+
+class JobPublic(JobEvent):
+    priority: int = _d("Higher starts first.")
+    spec: JobSpec = _d("The job spec as accepted, defaults filled in.")
+    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
     log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
     warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
     retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
     previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
     held: bool = _d("Kept from starting until released (`POST .../release`).")
     depends_on: list[int] = _d("Jobs that must succeed before this one starts.")
-    queue_position: int | None = _d("Place in the queue (1 = considered next); null unless queued.")
     created_at: datetime = _d("Submitted (UTC).")
-    started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
-    running_at: datetime | None = _d("The first training step was reported (UTC).")
-    finished_at: datetime | None = _d("Reached its final state (UTC).")
-
-    @classmethod
-    def of(cls, job: Job) -> "JobPublic":
-        data = job.model_dump()
-        data["progress"] = Progress(**job.progress)
-        return cls.model_validate(data)
 
 
 class Preview(BaseModel):
@@ -232,6 +244,18 @@ class StepMetrics(BaseModel):
 class MetricHistory(BaseModel):
     epochs: list[EpochMetrics] = _d("One entry per completed epoch.")
     steps: list[StepMetrics] = _d("Sampled steps (about one a second).")
+
+
+class ArtifactPublic(BaseModel):
+    name: str = _d("Path under the job's folders: `model.keras`, `checkpoints/...`, ...")
+    size_bytes: int = _d("Size in bytes.")
+    modified_at: datetime = _d("Last written (UTC).")
+
+
+class ArtifactList(BaseModel):
+    job_id: int = _d("The job.")
+    attempt: int = _d("The attempt these files belong to (0: never launched, no files).")
+    artifacts: list[ArtifactPublic] = _d("Files by name; download one at `.../artifacts/{name}`.")
 
 
 class AllocationPublic(BaseModel):

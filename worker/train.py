@@ -117,6 +117,10 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     backup = keras.callbacks.BackupAndRestore(
         str(run.checkpoints), save_freq="epoch", delete_checkpoint=False
     )
+    # Per epoch only: a per-batch summary would cost every step a write.
+    tensorboard = keras.callbacks.TensorBoard(
+        str(run.tensorboard), write_graph=False, profile_batch=0, update_freq="epoch"
+    )
     history = model.fit(
         x,
         y,
@@ -124,7 +128,7 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         batch_size=spec.batch_size,
         validation_split=spec.validation_split,
         shuffle=spec.shuffle,
-        callbacks=[progress, backup],
+        callbacks=[progress, backup, tensorboard],
         verbose=0,
     )
     model.save(run.artifacts / "model.keras")

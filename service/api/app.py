@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from service.api import errors
 from service.api.limits import BodySizeLimit
-from service.api.routes import audit, gpus, health, jobs
+from service.api.routes import artifacts, audit, dashboard, events, gpus, health, jobs
 from service.runtime import Service
 from service.settings import Settings
 
@@ -35,7 +35,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
 
     app = FastAPI(title="gpuq", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
-    for module in (jobs, gpus, audit, health):
+    for module in (jobs, artifacts, events, gpus, audit, health, dashboard):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit)
     return app

@@ -47,6 +47,7 @@ class Client:
         return self.request(method, path, **kwargs).json()
 
     def stream(self, path: str, **params: Any) -> Iterator[bytes]:
+        """The response body as it comes; an error status raises `ApiError` first."""
         try:
             with self._http.stream("GET", path, params=params, timeout=None) as response:
                 if response.status_code >= 400:

@@ -14,6 +14,9 @@ import yaml
 
 from service.cli import tables
 from service.cli.client import ApiError, Client
+from service.cli.watch import watch
+
+SHUTDOWN_GRACE_S = 3
 
 
 def _print_json(data: Any) -> None:
@@ -78,6 +81,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level.lower(),
+            # Event streams and followed logs never end on their own; without a bound,
+            # one open `curl -N` would keep a stopping server up forever.
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )
     finally:
         service.close()
@@ -118,20 +124,38 @@ def cmd_users(args: argparse.Namespace) -> int:
         if args.action == "add":
             token = users.add_user(db, args.name, admin=args.admin, actor=actor)
             role = "an admin" if args.admin else "a user"
+            if args.json:
+                _print_json({"name": args.name, "admin": args.admin, "token": token})
+                return 0
             print(f"added {args.name} as {role}; this token is shown once, keep it secret:")
             print(token)
         elif args.action == "revoke":
             users.revoke_user(db, args.name, actor=actor)
+            if args.json:
+                _print_json({"name": args.name, "revoked": True})
+                return 0
             print(f"revoked {args.name}; their token no longer works")
         else:
+            listed: list[dict[str, Any]] = [
+                {
+                    "name": u.name,
+                    "admin": u.admin,
+                    "revoked": u.revoked_at is not None,
+                    "created_at": u.created_at.isoformat(),
+                }
+                for u in users.list_users(db)
+            ]
+            if args.json:
+                _print_json(listed)
+                return 0
             rows = [
                 (
-                    u.name,
-                    "admin" if u.admin else "user",
-                    "revoked" if u.revoked_at else "active",
-                    u.created_at.strftime("%Y-%m-%d %H:%M"),
+                    u["name"],
+                    "admin" if u["admin"] else "user",
+                    "revoked" if u["revoked"] else "active",
+                    u["created_at"][:16].replace("T", " "),
                 )
-                for u in users.list_users(db)
+                for u in listed
             ]
             print(tables.table(["NAME", "ROLE", "STATE", "ADDED"], rows) if rows else "no users")
     except GpuqError as exc:
@@ -187,15 +211,64 @@ def cmd_show(args: argparse.Namespace, client: Client) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, client: Client) -> int:
+    """The log as text; with --json, one `{"job_id", "line"}` object per line."""
     params: dict[str, Any] = {}
     if args.tail:
         params["tail"] = args.tail
+    path = f"/v1/jobs/{args.id}/logs"
     if args.follow:
-        for chunk in client.stream(f"/v1/jobs/{args.id}/logs", follow="true", **params):
+        chunks = client.stream(path, follow="true", **params)
+    else:
+        chunks = iter([client.request("GET", path, params=params).content])
+    if not args.json:
+        for chunk in chunks:
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
         return 0
-    sys.stdout.write(client.request("GET", f"/v1/jobs/{args.id}/logs", params=params).text)
+    pending = b""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            print(
+                json.dumps({"job_id": args.id, "line": line.decode(errors="replace")}), flush=True
+            )
+    if pending:
+        print(json.dumps({"job_id": args.id, "line": pending.decode(errors="replace")}))
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace, client: Client) -> int:
+    return watch(client, args.id, as_json=args.json)
+
+
+def cmd_artifacts(args: argparse.Namespace, client: Client) -> int:
+    """Lists a job's files, or downloads one (`-o` names the file; `-` for stdout)."""
+    params = {"attempt": args.attempt} if args.attempt else {}
+    if args.name is None:
+        listing = client.json("GET", f"/v1/jobs/{args.id}/artifacts", params=params)
+        if args.json:
+            _print_json(listing)
+        elif not listing["artifacts"]:
+            print(f"job {args.id} has no files (yet)")
+        else:
+            print(tables.artifacts_table(listing["artifacts"]))
+        return 0
+    target = args.output or args.name.rsplit("/", 1)[-1]
+    path = f"/v1/jobs/{args.id}/artifacts/{args.name}"
+    if target == "-":
+        for chunk in client.stream(path, **params):
+            sys.stdout.buffer.write(chunk)
+        return 0
+    size = 0
+    with open(target + ".part", "wb") as f:
+        for chunk in client.stream(path, **params):
+            f.write(chunk)
+            size += len(chunk)
+    Path(target + ".part").replace(target)
+    if args.json:
+        _print_json({"job_id": args.id, "name": args.name, "path": target, "size_bytes": size})
+    else:
+        print(f"saved {args.name} ({size:,} bytes) to {target}")
     return 0
 
 
@@ -247,6 +320,13 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--tail", type=int, help="only the last N lines")
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("id", type=int)
+    watch_cmd = sub.add_parser("watch", help="a live progress bar until the job ends")
+    watch_cmd.add_argument("id", type=int)
+    files = sub.add_parser("artifacts", help="list a job's files, or download one")
+    files.add_argument("id", type=int)
+    files.add_argument("name", nargs="?", help="the file to download, e.g. model.keras")
+    files.add_argument("-o", "--output", help="where to save it (default: its name; - stdout)")
+    files.add_argument("--attempt", type=int, help="an earlier attempt's files")
     sub.add_parser("gpus", help="GPUs, their memory and jobs")
     user_cmd = sub.add_parser("users", help="manage users and tokens (on this machine)")
     user_sub = user_cmd.add_subparsers(dest="action", required=True)
@@ -256,8 +336,8 @@ def parser() -> argparse.ArgumentParser:
     user_sub.add_parser("ls", help="list users (never their tokens)")
     revoke = user_sub.add_parser("revoke", help="revoke a user's token")
     revoke.add_argument("name")
-    for name in ("submit", "ls", "show", "cancel", "gpus"):
-        sub.choices[name].add_argument("--json", action="store_true", help="print raw JSON")
+    for command in [*(sub.choices[name] for name in COMMANDS), *user_sub.choices.values()]:
+        command.add_argument("--json", action="store_true", help="print JSON for scripts")
     return p
 
 
@@ -268,6 +348,8 @@ COMMANDS = {
     "logs": cmd_logs,
     "cancel": cmd_cancel,
     "gpus": cmd_gpus,
+    "watch": cmd_watch,
+    "artifacts": cmd_artifacts,
 }
 
 

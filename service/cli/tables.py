@@ -58,6 +58,11 @@ def gpus_table(gpus: Sequence[dict[str, Any]]) -> str:
     return table(["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "JOBS (MiB)"], rows)
 
 
+def artifacts_table(artifacts: Sequence[dict[str, Any]]) -> str:
+    rows = [(a["name"], f"{a['size_bytes']:,}", _when(a["modified_at"])) for a in artifacts]
+    return table(["NAME", "BYTES", "MODIFIED"], rows)
+
+
 def job_summary(job: dict[str, Any]) -> str:
     lines = [
         f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",

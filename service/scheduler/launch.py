@@ -50,6 +50,9 @@ def worker_env(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[s
         GPUQ_ATTEMPT=str(run.attempt),
         GPUQ_RUN_DIR=str(run_dir.path),
         GPUQ_EVENTS=str(run_dir.events),
+        GPUQ_ARTIFACTS_DIR=str(run_dir.artifacts),
+        GPUQ_CHECKPOINT_DIR=str(run_dir.checkpoints),
+        GPUQ_TENSORBOARD_DIR=str(run_dir.tensorboard),
         PYTHONUNBUFFERED="1",
     )
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

@@ -10,6 +10,7 @@ import logging
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -29,6 +30,7 @@ from service.scheduler.outcome import classify
 from service.scheduler.placement import Placement, order
 from service.scheduler.requests import PREVIEW_ID, request_for_spec
 from service.scheduler.retry import requeue, retry_delay
+from service.scheduler.stats import SchedulerStats
 from service.scheduler.watch import Watch, tail_log
 from service.settings import Settings
 from service.spec import JobSpec
@@ -51,6 +53,7 @@ class Scheduler:
         self.board = board
         self.guard = GpuGuard(db, settings, board)
         self.watches: dict[int, Watch] = {}
+        self.stats = SchedulerStats()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -100,10 +103,12 @@ class Scheduler:
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
+            began = time.monotonic()
             try:
                 self.step()
             except Exception:
                 log.exception("scheduler step failed; trying again")
+            self.stats.step_seconds.observe(time.monotonic() - began)
             poll = self.settings.active_poll_s if self.watches else self.settings.idle_poll_s
             self._wake.wait(poll)
 
@@ -326,6 +331,9 @@ class Scheduler:
             )
             if not claimed:  # cancelled meanwhile
                 return
+            if attempt == 1:
+                waited = (utcnow() - job.created_at).total_seconds()
+                self.stats.queue_wait_seconds.observe(max(0.0, waited))
             for index in indices:
                 session.add(
                     Allocation(job_id=job.id, gpu_index=index, memory_mb=placement.memory_mb)

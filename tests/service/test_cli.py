@@ -1,4 +1,7 @@
-from service.cli.main import load_spec
+import json
+
+from service.cli.main import load_spec, main, parser
+from service.cli.watch import final_line, progress_line
 
 
 def test_yaml_specs_read_exponents_as_numbers(tmp_path):
@@ -15,3 +18,66 @@ def test_json_specs_are_read_as_json(tmp_path):
     path = tmp_path / "job.json"
     path.write_text('{"name": "y", "priority": 1}')
     assert load_spec(str(path)) == {"name": "y", "priority": 1}
+
+
+def test_every_command_but_serve_takes_json():
+    commands = parser()._subparsers._group_actions[0].choices
+    for name, command in commands.items():
+        if name == "serve":
+            continue
+        if name == "users":
+            actions = command._subparsers._group_actions[0].choices
+            for action, sub in actions.items():
+                assert "--json" in sub.format_usage(), f"users {action}"
+        else:
+            assert "--json" in command.format_usage(), name
+
+
+def test_users_json_gives_the_token_and_the_listing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUQ_HOME", str(tmp_path / "gpuq"))
+    assert main(["users", "add", "ana", "--admin", "--json"]) == 0
+    added = json.loads(capsys.readouterr().out)
+    assert added["name"] == "ana" and added["admin"] is True and len(added["token"]) > 30
+    assert main(["users", "revoke", "ana", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"name": "ana", "revoked": True}
+    assert main(["users", "ls", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["name"], listed["admin"], listed["revoked"]) == ("ana", True, True)
+
+
+RUNNING = {
+    "id": 4,
+    "status": "running",
+    "progress": {
+        "epoch": 2,
+        "epochs": 4,
+        "step": 5,
+        "steps": 10,
+        "fraction": 0.375,
+        "samples_per_s": 1234.5,
+        "eta_s": 75,
+    },
+    "metrics": {"loss": 0.123456, "val_loss": None},
+}
+
+
+def test_the_progress_line_has_bar_percent_epoch_step_speed_eta_and_metrics():
+    assert progress_line(RUNNING) == (
+        "job 4 running [#########...............]  38%  epoch 2/4  step 5/10  "
+        "1,234 samples/s  ETA 1:15  loss=0.1235  val_loss=nan"
+    )
+
+
+def test_queued_and_final_lines_say_why():
+    queued = {"id": 5, "status": "queued", "queue_position": 2, "wait_reason": "waiting for 2 GPUs"}
+    assert progress_line(queued) == "job 5 queued #2: waiting for 2 GPUs"
+    failed = {
+        "id": 6,
+        "status": "failed",
+        "reason": "gpu_oom",
+        "message": "out of GPU memory: raise memory_mb",
+        "exit_code": 3,
+    }
+    assert final_line(failed) == (
+        "job 6 failed (gpu_oom): out of GPU memory: raise memory_mb [exit code 3]"
+    )

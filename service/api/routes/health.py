@@ -1,9 +1,12 @@
-"""`/healthz`: liveness, including the scheduler thread."""
+"""`/healthz`: liveness, including the scheduler thread; `/metrics` for Prometheus."""
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.api.deps import ServiceDep
+from service import prometheus
+from service.api.deps import CallerDep, ServiceDep
+from service.api.errors import documented
 
 router = APIRouter(tags=["health"])
 
@@ -30,3 +33,17 @@ def healthz(service: ServiceDep) -> JSONResponse:
         "running_jobs": len(scheduler.watches),
     }
     return JSONResponse(body, status_code=200 if alive else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"description": "Prometheus text format.", "content": {"text/plain": {}}},
+        **documented(401),
+    },
+)
+def metrics(service: ServiceDep, caller: CallerDep) -> Response:
+    """Jobs by state, GPU memory per GPU, active jobs' peaks and progress, and (from the
+    scheduling process) the scheduler's step time and queue waits."""
+    return Response(prometheus.render(service), media_type=CONTENT_TYPE_LATEST)

@@ -1,5 +1,6 @@
 """`/v1/jobs`: submit, list, read, cancel, logs and metrics."""
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from sqlmodel import col, select
 from service import admission, jobs
 from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
+from service.job_changes import wait_for_change
 from service.logs import follow_log, read_log
 from service.models import JobMetric, JobPage, JobPublic, MetricHistory, Preview
 from service.spec import JobSpec
@@ -87,9 +89,35 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
-    """One job: state, reason, GPUs, progress, latest metrics."""
-    return JobPublic.of(jobs.get_job(service.db, job_id))
+async def get_job(
+    job_id: JobId,
+    service: ServiceDep,
+    caller: CallerDep,
+    wait_s: Annotated[
+        float | None,
+        Query(
+            ge=0,
+            le=300,
+            description="Long poll: answer once the job changes (or has ended), at most "
+            "this many seconds later.",
+        ),
+    ] = None,
+    since: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=2**53,
+            description="With `wait_s`: wait for a `revision` above this one (default: the "
+            "job's revision when the request arrives).",
+        ),
+    ] = None,
+) -> JobPublic:
+    """One job: state, reason, GPUs, progress, latest metrics. With `wait_s`, a long poll."""
+    if wait_s is None:
+        job = await asyncio.to_thread(jobs.get_job, service.db, job_id)
+    else:
+        job = await wait_for_change(service.db, job_id, since, wait_s)
+    return JobPublic.of(job)
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)

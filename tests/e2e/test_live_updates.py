@@ -1,0 +1,129 @@
+"""What people watch while a job trains: the event stream, `gpuq watch`, long polls."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import EPOCHS
+from tests.e2e.server import GPUQ, Server
+from tests.e2e.sse import read_events
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_event_stream_shows_each_state_and_the_progress_in_order(trained):
+    mine = [e for e in trained.events if e["data"]["id"] == trained.job["id"]]
+    assert all(e["event"] == "job" for e in mine)
+    ids = [e["id"] for e in mine]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), "event ids are increasing revisions"
+    statuses = [e["data"]["status"] for e in mine]
+    firsts = [s for i, s in enumerate(statuses) if i == 0 or statuses[i - 1] != s]
+    assert firsts == ["queued", "starting", "running", "succeeded"]
+    epochs = [e["data"]["progress"]["epoch"] for e in mine if e["data"]["status"] == "running"]
+    assert set(range(1, EPOCHS + 1)) <= set(epochs), "progress arrives epoch by epoch"
+    assert epochs == sorted(epochs)
+    last = mine[-1]["data"]
+    assert last["progress"]["fraction"] == 1.0 and last["num_replicas"] == 2
+    assert last["revision"] == mine[-1]["id"] == trained.job["revision"]
+
+
+def test_since_replays_each_changed_job_once_with_its_latest_state(trained):
+    url = f"{trained.server.url}/v1/events"
+    with httpx.Client(timeout=30) as client:
+        replay = read_events(client, url, since=0, job_id=trained.job["id"])
+        first = next(replay)
+    assert first["data"]["status"] == "succeeded"
+    assert first["id"] == trained.job["revision"]
+
+
+def test_a_bad_event_filter_is_422_naming_it(trained):
+    for query, field in (("since=-1", "since"), ("job_id=x", "job_id"), ("since=1.5", "since")):
+        response = httpx.get(f"{trained.server.url}/v1/events?{query}")
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"][:2] == ["query", field]
+
+
+def test_watch_draws_progress_and_ends_with_the_final_state(trained):
+    lines = trained.watch_output.splitlines()
+    assert trained.watch_code == 0, trained.watch_output
+    assert any("running [" in line and f"epoch {EPOCHS}/{EPOCHS}" in line for line in lines)
+    assert any("samples/s" in line and "loss=" in line for line in lines)
+    assert lines[-1] == f"job {trained.job['id']} succeeded [exit code 0]"
+
+
+def test_watch_exits_1_with_the_reason_when_the_job_fails(trained):
+    spec = {
+        "name": "fails",
+        "kind": "command",
+        "command": {"argv": [sys.executable, "-c", "print('bad data'); raise SystemExit(3)"]},
+        "resources": {"gpus": 0},
+    }
+    job_id = httpx.post(f"{trained.server.url}/v1/jobs", json=spec).json()["id"]
+    done = subprocess.run(
+        [*GPUQ, "watch", str(job_id)],
+        env=trained.server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert f"job {job_id} failed (nonzero_exit)" in done.stdout
+    assert "[exit code 3]" in done.stdout and "  bad data" in done.stdout
+
+
+def test_a_long_poll_on_another_api_process_sees_the_schedulers_change(trained):
+    other = Server(trained.server.home)
+    other.start("--api-only")
+    try:
+        spec = {
+            "name": "short",
+            "kind": "command",
+            "command": {"argv": [sys.executable, "-c", "import time; time.sleep(1)"]},
+            "resources": {"gpus": 0},
+        }
+        job = httpx.post(f"{other.url}/v1/jobs", json=spec).json()
+        answer: dict = {}
+
+        def poll() -> None:
+            began = time.monotonic()
+            url = f"{other.url}/v1/jobs/{job['id']}"
+            params = {"wait_s": 30, "since": job["revision"]}
+            answer["job"] = httpx.get(url, params=params, timeout=60).json()
+            answer["took_s"] = time.monotonic() - began
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        poller.join(timeout=40)
+        # The API-only process made no change itself; it saw the scheduler's by polling.
+        assert answer["job"]["status"] != "queued"
+        assert answer["job"]["revision"] > job["revision"]
+        assert answer["took_s"] < 5
+    finally:
+        other.kill()
+
+
+def test_a_server_stops_promptly_with_an_event_stream_open(tmp_path):
+    server = Server(tmp_path / "gpuq")
+    server.start("--api-only")
+    opened = threading.Event()
+
+    def listen() -> None:
+        with httpx.Client(timeout=60) as client:
+            try:
+                for _ in read_events(client, f"{server.url}/v1/events", opened=opened):
+                    pass
+            except httpx.HTTPError:
+                pass  # the server went away: what a client sees
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    assert opened.wait(10)
+    began = time.monotonic()
+    server.kill()  # SIGTERM
+    assert time.monotonic() - began < 10
+    listener.join(timeout=10)
+    assert not listener.is_alive(), "the stream did not end with the server"

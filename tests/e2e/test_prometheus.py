@@ -1,0 +1,71 @@
+"""`GET /metrics`, parsed with prometheus_client's own parser, while a job holds a GPU.
+
+GPU memory comes from the NVML stand-in; the job is a real process."""
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import command_spec, ended, wait_for
+from tests.e2e.test_gpu_guard import SLEEP, guarded, submit, train_pid
+from tests.fakes import FakeNvml
+
+pytestmark = pytest.mark.e2e
+MIB = 1024 * 1024
+
+
+def scrape(client) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """{sample name: {sorted labels: value}} from a scrape of `/metrics`."""
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return samples
+
+
+def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
+    fake = FakeNvml(count=2, memory_mb=8192)
+    fake.put(1, 999_999, 700)  # someone else's process on GPU 1
+    with guarded(settings, fake) as client:
+        job_id = submit(client, command_spec(SLEEP.format(30), gpu_ids=[0], memory_mb=2048))
+        queued = submit(client, command_spec(SLEEP.format(0), gpu_ids=[0], memory_mb=7000))
+        wait_for(client, job_id, lambda j: j["status"] == "running")
+        fake.put(0, train_pid(settings, job_id), 1500)
+        wait_for(client, job_id, lambda j: j["gpu_memory_peak_mb"] == 1500)
+        m = scrape(client)
+
+        assert m["gpuq_jobs"][(("state", "running"),)] == 1
+        assert m["gpuq_jobs"][(("state", "queued"),)] == 1
+        assert m["gpuq_jobs"][(("state", "succeeded"),)] == 0
+        job = (("job", str(job_id)), ("owner", "anonymous"))
+        assert m["gpuq_job_gpu_memory_peak_bytes"][job] == 1500 * MIB
+        assert m["gpuq_job_gpu_memory_cap_bytes"][job] == 2048 * MIB
+        gpu0, gpu1 = ((("gpu", str(i)), ("uuid", f"GPU-fake-{i}")) for i in (0, 1))
+        assert m["gpuq_gpu_memory_total_bytes"][gpu0] == 8192 * MIB
+        assert m["gpuq_gpu_memory_allocated_bytes"][gpu0] == 2048 * MIB
+        assert m["gpuq_gpu_memory_used_bytes"][gpu0] == 1500 * MIB
+        assert m["gpuq_gpu_memory_foreign_bytes"][gpu0] == 0
+        assert m["gpuq_gpu_memory_foreign_bytes"][gpu1] == 700 * MIB
+        states = {dict(k)["gpu"]: dict(k)["state"] for k, v in m["gpuq_gpu_state"].items() if v}
+        assert states == {"0": "in_use", "1": "free"}
+        assert m["gpuq_queue_wait_seconds_count"][()] == 1
+        assert m["gpuq_queue_wait_seconds_bucket"][(("le", "+Inf"),)] == 1
+        assert m["gpuq_scheduler_loop_duration_seconds_count"][()] > 0
+
+        client.post(f"/v1/jobs/{job_id}/cancel")
+        client.post(f"/v1/jobs/{queued}/cancel")
+        wait_for(client, job_id, ended)
+        after = scrape(client)
+        assert after["gpuq_jobs"][(("state", "cancelled"),)] == 2
+        assert job not in after.get("gpuq_job_gpu_memory_peak_bytes", {}), "only active jobs"
+
+
+def test_metrics_need_a_token_once_users_exist(api, db):
+    from service import users
+    from service.users import Caller
+
+    token = users.add_user(db, "ana", admin=False, actor=Caller("root", admin=True))
+    assert api.get("/metrics").status_code == 401
+    assert api.get("/metrics", headers={"Authorization": f"Bearer {token}"}).status_code == 200
