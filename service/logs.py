@@ -9,8 +9,9 @@ FOLLOW_POLL_S = 0.25
 CHUNK_BYTES = 64 * 1024
 
 
-def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> bytes:
-    """The log from `offset` (at most 16 MiB), or its last `tail` lines."""
+def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> tuple[bytes, int]:
+    """The log from `offset` (at most 16 MiB), or its last `tail` lines; and the byte
+    offset where the answer ends, to ask for the next page from."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, 2)
@@ -18,11 +19,12 @@ def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> bytes:
                 start = max(0, size - MAX_LOG_BYTES)
                 f.seek(start)
                 lines = f.read().splitlines(keepends=True)
-                return b"".join(lines[-tail:])
-            f.seek(min(offset, size))
-            return f.read(MAX_LOG_BYTES)
+                return b"".join(lines[-tail:]), size
+            start = f.seek(min(offset, size))
+            body = f.read(MAX_LOG_BYTES)
+            return body, start + len(body)
     except FileNotFoundError:
-        return b""
+        return b"", 0
 
 
 async def follow_log(

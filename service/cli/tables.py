@@ -47,6 +47,7 @@ def gpus_table(gpus: Sequence[dict[str, Any]]) -> str:
             g["state"],
             f"{g['memory_used_mb']}/{g['memory_total_mb']}",
             g["memory_free_mb"],
+            sum(p["memory_mb"] for p in g["foreign_processes"]) or "-",
             ", ".join(
                 f"{a['job_id']}" + (f":{a['memory_mb']}" if a["memory_mb"] else ":whole")
                 for a in g["allocations"]
@@ -55,7 +56,8 @@ def gpus_table(gpus: Sequence[dict[str, Any]]) -> str:
         )
         for g in gpus
     ]
-    return table(["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "JOBS (MiB)"], rows)
+    headers = ["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "OTHERS MiB", "JOBS (MiB)"]
+    return table(headers, rows)
 
 
 def artifacts_table(artifacts: Sequence[dict[str, Any]]) -> str:
@@ -75,7 +77,8 @@ def job_summary(job: dict[str, Any]) -> str:
         lines.append(f"  waiting{where}: {job['wait_reason']}")
     if progress_text(job):
         p = job["progress"]
-        extra = [f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else ""]
+        extra = [f"step {p['step']}/{p['steps']}" if p.get("step") and p.get("steps") else ""]
+        extra.append(f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else "")
         extra.append(
             f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else ""
         )

@@ -127,3 +127,18 @@ def test_a_server_stops_promptly_with_an_event_stream_open(tmp_path):
     assert time.monotonic() - began < 10
     listener.join(timeout=10)
     assert not listener.is_alive(), "the stream did not end with the server"
+
+
+def test_the_log_pages_by_byte_offset_and_tail(trained):
+    url = f"{trained.server.url}/v1/jobs/{trained.job['id']}/logs"
+    whole = httpx.get(url)
+    size = len(whole.content)
+    assert int(whole.headers["x-next-offset"]) == size > 100
+    page = httpx.get(url, params={"offset": 100})
+    assert page.content == whole.content[100:]
+    assert int(page.headers["x-next-offset"]) == size
+    end = httpx.get(url, params={"offset": size})
+    assert (end.content, end.headers["x-next-offset"]) == (b"", str(size))
+    tail = httpx.get(url, params={"tail": 2})
+    assert tail.text.splitlines() == whole.text.splitlines()[-2:]
+    assert int(tail.headers["x-next-offset"]) == size

@@ -1,5 +1,6 @@
 import json
 
+from service.cli import tables
 from service.cli.main import load_spec, main, parser
 from service.cli.watch import final_line, progress_line
 
@@ -81,3 +82,35 @@ def test_queued_and_final_lines_say_why():
     assert final_line(failed) == (
         "job 6 failed (gpu_oom): out of GPU memory: raise memory_mb [exit code 3]"
     )
+
+
+def test_the_gpu_table_lines_up_memory_others_and_jobs():
+    gpus = [
+        {
+            "index": 0,
+            "name": "Fake GPU",
+            "simulated": False,
+            "state": "in_use",
+            "memory_used_mb": 2700,
+            "memory_total_mb": 8192,
+            "memory_free_mb": 5492,
+            "foreign_processes": [{"pid": 9, "memory_mb": 700}],
+            "allocations": [{"job_id": 3, "memory_mb": 2048}, {"job_id": 4, "memory_mb": None}],
+        },
+        {
+            "index": 1,
+            "name": "Fake GPU",
+            "simulated": False,
+            "state": "free",
+            "memory_used_mb": 0,
+            "memory_total_mb": 8192,
+            "memory_free_mb": 8192,
+            "foreign_processes": [],
+            "allocations": [],
+        },
+    ]
+    assert tables.gpus_table(gpus).splitlines() == [
+        "GPU  NAME      STATE   USED/TOTAL MiB  FREE MiB  OTHERS MiB  JOBS (MiB)",
+        "0    Fake GPU  in_use  2700/8192       5492      700         3:2048, 4:whole",
+        "1    Fake GPU  free    0/8192          8192      -           -",
+    ]

@@ -19,6 +19,8 @@ from service.spec import JobSpec
 from service.states import TERMINAL, JobStatus
 from worker.rundir import RunDir
 
+NEXT_OFFSET = "X-Next-Offset"
+
 router = APIRouter(
     prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 401, 403, 404, 409, 413, 429)
 )
@@ -160,7 +162,11 @@ def change_job(
     "/{job_id}/logs",
     response_class=PlainTextResponse,
     responses={
-        200: {"description": "The log, as text.", "content": {"text/plain": {}}},
+        200: {
+            "description": f"The log, as text; the `{NEXT_OFFSET}` header is the `offset` "
+            "to ask for next (the log's size after a `tail`).",
+            "content": {"text/plain": {}},
+        },
         # Errors are JSON even here; FastAPI would document them as text/plain.
         404: {
             "description": "No such job.",
@@ -192,10 +198,10 @@ def job_logs(
             return jobs.get_job(service.db, job_id).status in TERMINAL
 
         return StreamingResponse(follow_log(current_log, ended, offset), media_type=media_type)
-    if not job.attempt:
-        return Response(b"", media_type=media_type)
-    body = read_log(RunDir.of(runs, job_id, job.attempt).log, offset=offset, tail=tail)
-    return Response(body, media_type=media_type)
+    body, end = b"", 0
+    if job.attempt:
+        body, end = read_log(RunDir.of(runs, job_id, job.attempt).log, offset=offset, tail=tail)
+    return Response(body, media_type=media_type, headers={NEXT_OFFSET: str(end)})
 
 
 @router.get("/{job_id}/metrics")
