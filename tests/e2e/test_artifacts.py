@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -98,3 +99,23 @@ def test_missing_files_jobs_and_attempts_are_clear(trained):
     assert "has had 1 attempt" in later.text
     gone = httpx.get(f"{trained.server.url}/v1/jobs/999/artifacts")
     assert gone.status_code == 404
+
+
+def test_a_command_job_writes_its_own_artifacts_where_gpuq_says(trained):
+    code = (
+        "import os, pathlib; "
+        "pathlib.Path(os.environ['GPUQ_ARTIFACTS_DIR'], 'result.txt').write_text('42'); "
+        "pathlib.Path(os.environ['GPUQ_TENSORBOARD_DIR'], 'notes.txt').write_text('tb')"
+    )
+    spec = {
+        "name": "own-files",
+        "kind": "command",
+        "command": {"argv": [sys.executable, "-c", code]},
+        "resources": {"gpus": 0},
+    }
+    url = trained.server.url
+    job_id = httpx.post(f"{url}/v1/jobs", json=spec).json()["id"]
+    trained.server.wait(job_id, {"succeeded", "failed"})
+    names = [a["name"] for a in httpx.get(f"{url}/v1/jobs/{job_id}/artifacts").json()["artifacts"]]
+    assert names == ["result.txt", "tensorboard/notes.txt"]
+    assert httpx.get(f"{url}/v1/jobs/{job_id}/artifacts/result.txt").text == "42"
