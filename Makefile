@@ -36,10 +36,17 @@ format: $(VENV)/.installed-dev
 
 # The dashboard's test drives a real headless Chromium (Debian's package).
 chromium:
-	@scripts/install-chromium
+	@scripts/ensure-command chromium chromium "the dashboard's test"
 
 test: lint chromium
 	$(BIN)/pytest
+
+# So far the API and task-spooler benchmarks; each prints a table (see BENCHMARKS.md).
+bench: $(VENV)/.installed-dev
+	@scripts/ensure-command wrk wrk "the API benchmark"
+	@scripts/ensure-command tsp task-spooler "the task-spooler comparison"
+	$(BIN)/python -m bench.api --seconds 3
+	$(BIN)/python -m bench.vs_tsp --runs 10 --jobs 100
 
 clean:
 	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts

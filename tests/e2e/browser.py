@@ -1,7 +1,7 @@
 """Headless Chromium driven over the DevTools protocol: load a page, wait, screenshot.
 
 Chromium is Debian's `chromium` package, which `make test` installs (see
-`scripts/install-chromium`); a test that needs it fails, never skips, when it is absent.
+`scripts/ensure-command`); a test that needs it fails, never skips, when it is absent.
 """
 
 import base64
@@ -35,7 +35,7 @@ FLAGS = [
 class Browser:
     def __init__(self, profile: Path) -> None:
         binary = shutil.which("chromium") or shutil.which("chromium-browser")
-        assert binary, "Chromium is missing: `make test` installs it (scripts/install-chromium)"
+        assert binary, "Chromium is missing: `make test` installs it (scripts/ensure-command)"
         port = free_port()
         self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--remote-debugging-port={port}", f"--user-data-dir={profile}"],

@@ -1,0 +1,131 @@
+"""What the benchmarks share: servers on free ports, wrk runs and a printed table."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextmanager
+def gpuq_server(*args: str, gpus: str = "sim:2x16GiB", **env: str) -> Iterator[str]:
+    """`gpuq serve` with a fresh state directory; yields its URL."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as home:
+        environ = {
+            **os.environ,
+            "GPUQ_HOME": home,
+            "GPUQ_GPUS": gpus,
+            "GPUQ_PORT": str(port),
+            "GPUQ_LOG_LEVEL": "WARNING",
+            **env,
+        }
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "service.cli.main", "serve", *args],
+            env=environ,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(f"{url}/healthz")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@contextmanager
+def bare_server() -> Iterator[str]:
+    """The bare FastAPI app under the same uvicorn, log level and interpreter."""
+    port = free_port()
+    argv = [PYTHON, "-m", "uvicorn", "bench.bare_app:app", "--port", str(port)]
+    proc = subprocess.Popen(
+        [*argv, "--log-level", "warning"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/const")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@dataclass
+class Load:
+    requests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def _find(pattern: str, text: str) -> str:
+    found = re.search(pattern, text)
+    if found is None:
+        raise RuntimeError(f"no {pattern!r} in wrk's output:\n{text}")
+    return found.group(1)
+
+
+def _ms(text: str) -> float:
+    value, unit = _find(r"^([\d.]+)(?:us|ms|s)$", text), _find(r"(us|ms|s)$", text)
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def wrk(url: str, *, connections: int, duration_s: float, script: Path | None = None) -> Load:
+    """`wrk` with one thread and `connections` connections; its figures, parsed."""
+    binary = shutil.which("wrk")
+    if binary is None:
+        raise SystemExit("wrk is missing: `make bench` installs it (scripts/ensure-command)")
+    argv = [binary, "-t1", f"-c{connections}", f"-d{max(1, round(duration_s))}s", "--latency"]
+    if script is not None:
+        argv += ["-s", str(script)]
+    out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
+    rate = float(_find(r"Requests/sec:\s+([\d.]+)", out))
+    p50 = _ms(_find(r"\s50%\s+(\S+)", out))
+    p99 = _ms(_find(r"\s99%\s+(\S+)", out))
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = int(bad.group(1)) if bad else 0
+    return Load(rate, p50, p99, errors)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "-|-".join("-" * w for w in widths))
+    return "\n".join("| " + line + " |" for line in lines)
