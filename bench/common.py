@@ -38,6 +38,21 @@ def wait_http(url: str, timeout_s: float = 30) -> None:
 
 
 @contextmanager
+def serving(argv: list[str], port: int, ready_path: str, env: dict[str, str]) -> Iterator[str]:
+    """Runs a server process until the block ends; yields its URL once `ready_path` answers."""
+    proc = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}{ready_path}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@contextmanager
 def gpuq_server(*args: str, gpus: str = "sim:2x16GiB", **env: str) -> Iterator[str]:
     """`gpuq serve` with a fresh state directory; yields its URL."""
     port = free_port()
@@ -50,20 +65,9 @@ def gpuq_server(*args: str, gpus: str = "sim:2x16GiB", **env: str) -> Iterator[s
             "GPUQ_LOG_LEVEL": "WARNING",
             **env,
         }
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "service.cli.main", "serve", *args],
-            env=environ,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(f"{url}/healthz")
+        argv = [PYTHON, "-m", "service.cli.main", "serve", *args]
+        with serving(argv, port, "/healthz", environ) as url:
             yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 @contextmanager
@@ -71,19 +75,8 @@ def bare_server() -> Iterator[str]:
     """The bare FastAPI app under the same uvicorn, log level and interpreter."""
     port = free_port()
     argv = [PYTHON, "-m", "uvicorn", "bench.bare_app:app", "--port", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "--log-level", "warning"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/const")
+    with serving([*argv, "--log-level", "warning"], port, "/const", dict(os.environ)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @dataclass
