@@ -2,12 +2,12 @@
 
 import json
 import subprocess
-import sys
 
 import httpx
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.conftest import command_spec
 from tests.e2e.conftest import EPOCHS
 from tests.e2e.server import GPUQ
 
@@ -107,12 +107,7 @@ def test_a_command_job_writes_its_own_artifacts_where_gpuq_says(trained):
         "pathlib.Path(os.environ['GPUQ_ARTIFACTS_DIR'], 'result.txt').write_text('42'); "
         "pathlib.Path(os.environ['GPUQ_TENSORBOARD_DIR'], 'notes.txt').write_text('tb')"
     )
-    spec = {
-        "name": "own-files",
-        "kind": "command",
-        "command": {"argv": [sys.executable, "-c", code]},
-        "resources": {"gpus": 0},
-    }
+    spec = command_spec(code, gpus=0)
     url = trained.server.url
     job_id = httpx.post(f"{url}/v1/jobs", json=spec).json()["id"]
     trained.server.wait(job_id, {"succeeded", "failed"})

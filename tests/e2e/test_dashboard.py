@@ -3,13 +3,13 @@
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.conftest import command_spec
 from tests.e2e.browser import Browser
 from tests.e2e.conftest import EPOCHS
 from tests.e2e.server import GPUQ, Server
@@ -52,12 +52,7 @@ def test_the_dashboard_shows_gpus_a_loss_curve_per_epoch_and_the_log(trained, br
 def test_the_dashboard_shows_a_new_job_without_a_reload(trained, browser):
     browser.open(trained.server.url)
     browser.wait_until("document.body.dataset.loaded === 'true'")
-    spec = {
-        "name": "live",
-        "kind": "command",
-        "command": {"argv": [sys.executable, "-c", "import time; time.sleep(4)"]},
-        "resources": {"gpus": 0},
-    }
+    spec = command_spec("import time; time.sleep(4)", gpus=0)
     job_id = httpx.post(f"{trained.server.url}/v1/jobs", json=spec).json()["id"]
     browser.wait_until(f"!!document.querySelector('#running tr[data-job=\"{job_id}\"]')", 10)
     browser.wait_until(f"!!document.querySelector('#ended tr[data-job=\"{job_id}\"]')", 20)

@@ -1,13 +1,13 @@
 """What people watch while a job trains: the event stream, `gpuq watch`, long polls."""
 
 import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import pytest
 
+from tests.conftest import command_spec
 from tests.e2e.conftest import EPOCHS
 from tests.e2e.server import GPUQ, Server
 from tests.e2e.sse import read_events
@@ -56,12 +56,7 @@ def test_watch_draws_progress_and_ends_with_the_final_state(trained):
 
 
 def test_watch_exits_1_with_the_reason_when_the_job_fails(trained):
-    spec = {
-        "name": "fails",
-        "kind": "command",
-        "command": {"argv": [sys.executable, "-c", "print('bad data'); raise SystemExit(3)"]},
-        "resources": {"gpus": 0},
-    }
+    spec = command_spec("print('bad data'); raise SystemExit(3)", gpus=0)
     job_id = httpx.post(f"{trained.server.url}/v1/jobs", json=spec).json()["id"]
     done = subprocess.run(
         [*GPUQ, "watch", str(job_id)],
@@ -79,12 +74,7 @@ def test_a_long_poll_on_another_api_process_sees_the_schedulers_change(trained):
     other = Server(trained.server.home)
     other.start("--api-only")
     try:
-        spec = {
-            "name": "short",
-            "kind": "command",
-            "command": {"argv": [sys.executable, "-c", "import time; time.sleep(1)"]},
-            "resources": {"gpus": 0},
-        }
+        spec = command_spec("import time; time.sleep(1)", gpus=0)
         job = httpx.post(f"{other.url}/v1/jobs", json=spec).json()
         answer: dict = {}
 

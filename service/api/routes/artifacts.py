@@ -22,12 +22,12 @@ Attempt = Annotated[
 ]
 
 
-def _run(service: ServiceDep, job_id: int, attempt: int | None) -> RunDir | None:
+def _attempt(service: ServiceDep, job_id: int, attempt: int | None) -> int:
+    """The attempt asked for, or the latest; 0 for a job never launched."""
     job = jobs.get_job(service.db, job_id)
     if attempt is not None and attempt > job.attempt:
         raise Invalid(("query", "attempt"), f"job {job_id} has had {job.attempt} attempt(s)")
-    chosen = attempt or job.attempt
-    return RunDir.of(service.settings.runs_dir, job_id, chosen) if chosen else None
+    return attempt or job.attempt
 
 
 @router.get("/{job_id}/artifacts")
@@ -36,12 +36,11 @@ def job_artifacts(
 ) -> ArtifactList:
     """The files a job left: `model.keras`, `history.json`, `checkpoints/...`,
     `tensorboard/...` (and whatever a command job wrote to `$GPUQ_ARTIFACTS_DIR`)."""
-    run = _run(service, job_id, attempt)
-    found = list_artifacts(run) if run else []
+    chosen = _attempt(service, job_id, attempt)
+    runs = service.settings.runs_dir
+    found = list_artifacts(RunDir.of(runs, job_id, chosen)) if chosen else []
     return ArtifactList(
-        job_id=job_id,
-        attempt=int(run.path.name) if run else 0,
-        artifacts=[ArtifactPublic(**vars(a)) for a in found],
+        job_id=job_id, attempt=chosen, artifacts=[ArtifactPublic(**vars(a)) for a in found]
     )
 
 
@@ -61,10 +60,10 @@ def download_artifact(
     attempt: Attempt = None,
 ) -> FileResponse:
     """Downloads one file; names that would lead outside the job's folders are refused."""
-    run = _run(service, job_id, attempt)
-    if run is None:
+    chosen = _attempt(service, job_id, attempt)
+    if not chosen:
         raise NotFound(f"job {job_id} has not started, so it has no files yet")
-    artifact = find_artifact(run, name)
+    artifact = find_artifact(RunDir.of(service.settings.runs_dir, job_id, chosen), name)
     return FileResponse(
         artifact.path,
         media_type="application/octet-stream",
