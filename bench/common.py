@@ -53,13 +53,15 @@ def serving(argv: list[str], port: int, ready_path: str, env: dict[str, str]) ->
 
 
 @contextmanager
-def gpuq_server(*args: str, gpus: str = "sim:2x16GiB", **env: str) -> Iterator[str]:
-    """`gpuq serve` with a fresh state directory; yields its URL."""
+def gpuq_server(
+    *args: str, gpus: str = "sim:2x16GiB", home: Path | None = None, **env: str
+) -> Iterator[str]:
+    """`gpuq serve` with a fresh state directory (or `home`); yields its URL."""
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as home:
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as scratch:
         environ = {
             **os.environ,
-            "GPUQ_HOME": home,
+            "GPUQ_HOME": str(home or scratch),
             "GPUQ_GPUS": gpus,
             "GPUQ_PORT": str(port),
             "GPUQ_LOG_LEVEL": "WARNING",
@@ -68,6 +70,17 @@ def gpuq_server(*args: str, gpus: str = "sim:2x16GiB", **env: str) -> Iterator[s
         argv = [PYTHON, "-m", "service.cli.main", "serve", *args]
         with serving(argv, port, "/healthz", environ) as url:
             yield url
+
+
+ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
+
+
+def wait_ended(client: httpx.Client, job: dict[str, Any]) -> dict[str, Any]:
+    """Long-polls `job` until it ends; returns its final state."""
+    while job["status"] not in ENDED:
+        params = {"wait_s": 30, "since": job["revision"]}
+        job = client.get(f"/v1/jobs/{job['id']}", params=params).json()
+    return job
 
 
 @contextmanager

@@ -16,28 +16,21 @@ from collections.abc import Callable
 
 import httpx
 
-from bench.common import gpuq_server, table
+from bench.common import gpuq_server, table, wait_ended
 
 TRUE = shutil.which("true") or "/bin/true"
 SPEC = {"name": "true", "kind": "command", "command": {"argv": [TRUE]}, "resources": {"gpus": 0}}
-ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
 def gpuq_submit_and_wait(client: httpx.Client) -> None:
-    job = client.post("/v1/jobs", json=SPEC).json()
-    while job["status"] not in ENDED:
-        params = {"wait_s": 30, "since": job["revision"]}
-        job = client.get(f"/v1/jobs/{job['id']}", params=params).json()
+    job = wait_ended(client, client.post("/v1/jobs", json=SPEC).json())
     assert job["status"] == "succeeded", job
 
 
 def gpuq_drain(client: httpx.Client, count: int) -> None:
     ids = [client.post("/v1/jobs", json=SPEC).json()["id"] for _ in range(count)]
     for job_id in ids:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        while job["status"] not in ENDED:
-            params = {"wait_s": 30, "since": job["revision"]}
-            job = client.get(f"/v1/jobs/{job_id}", params=params).json()
+        wait_ended(client, client.get(f"/v1/jobs/{job_id}").json())
 
 
 def tsp(env: dict[str, str], *args: str) -> str:

@@ -1,5 +1,6 @@
 """SQLite engines: WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for writes."""
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -72,6 +73,9 @@ class Database:
     reader: Engine
     writer: Engine
     changes: Changes = field(default_factory=Changes)  #: notified after every commit
+    #: One writer at a time in this process: SQLite serialises writers anyway, and threads
+    #: queued here wake at once, where SQLite's busy handler would make them sleep and retry.
+    _write_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, url: str) -> "Database":
@@ -91,7 +95,11 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """One write transaction, committed on success and rolled back on error."""
-        with Session(self.writer, expire_on_commit=False) as session, session.begin():
+        with (
+            self._write_lock,
+            Session(self.writer, expire_on_commit=False) as session,
+            session.begin(),
+        ):
             yield session
         self.changes.notify()
 

@@ -18,7 +18,11 @@ def _utc(**kwargs: Any) -> Any:
 
 
 class Job(SQLModel, table=True):
-    __table_args__ = (Index("ix_job_status_priority", "status", "priority", "id"),)
+    __table_args__ = (
+        Index("ix_job_status_priority", "status", "priority", "id"),
+        Index("ix_job_status_id", "status", "id"),
+        Index("ix_job_finished_at", "finished_at"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     name: str

@@ -1,9 +1,14 @@
-"""What the runner starts: gpuq's own training process, or a `command` job's program."""
+"""What a runner starts: gpuq's own training process, or a `command` job's program.
+
+The scheduler decides it and writes it to `launch.json`, so the runner itself needs no
+more than the standard library and starts in a few milliseconds.
+"""
 
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from worker.devices import ENV, DevicePlan
 from worker.rundir import RunDir
@@ -29,15 +34,21 @@ def hook_path(run: RunDir) -> Path:
     return folder
 
 
-def process_for(run: RunDir, runspec: RunSpec) -> tuple[list[str], dict[str, str], Path]:
-    """argv, environment and working directory of the job's main process."""
-    env = dict(os.environ)
+def launch_plan(run: RunDir, runspec: RunSpec, runner_env: dict[str, str]) -> dict[str, Any]:
+    """`launch.json`: argv, working directory and the variables the job's process adds to
+    its runner's environment `runner_env`; `running_at_start` for programs gpuq cannot see
+    inside, which count as running once started."""
     command = runspec.spec.command
     if command is None:
-        return [sys.executable, "-m", "worker.train", str(run.path)], env, run.path
-    env.update(command.env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(hook_path(run)), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
-    )
+        argv = [sys.executable, "-m", "worker.train", str(run.path)]
+        return {"argv": argv, "env": {}, "cwd": str(run.path), "running_at_start": False}
+    env = dict(command.env)
+    inherited = env.get("PYTHONPATH", runner_env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join([str(hook_path(run)), *([inherited] if inherited else [])])
     env[ENV] = device_plan(runspec).to_json()
-    return list(command.argv), env, Path(command.workdir) if command.workdir else run.path
+    return {
+        "argv": list(command.argv),
+        "env": env,
+        "cwd": command.workdir or str(run.path),
+        "running_at_start": True,
+    }

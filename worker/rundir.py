@@ -18,6 +18,7 @@ class RunDir:
         return cls(runs_dir / str(job_id) / str(attempt))
 
     spec = property(lambda self: self.path / "spec.json")
+    launch = property(lambda self: self.path / "launch.json")
     events = property(lambda self: self.path / "events.jsonl")
     log = property(lambda self: self.path / "output.log")
     exit = property(lambda self: self.path / "exit.json")

@@ -1,11 +1,13 @@
 """The runner: a small parent (no TensorFlow) that outlives the training process.
 
-Run as `python -m worker.runner RUN_DIR` in its own session. It starts the training
-process with output to `output.log`, records its pid and start time in `runner.json`,
-touches `heartbeat` while it waits, and writes `exit.json` when training ends, so the
-outcome is known even if `gpuq serve` was down at the time.
+Run as `python -m worker.runner RUN_DIR` in its own session. It starts the process that
+`launch.json` names (the scheduler wrote it) with output to `output.log`, records its pid
+and start time in `runner.json`, touches `heartbeat` while it waits, and writes
+`exit.json` when training ends, so the outcome is known even if `gpuq serve` was down at
+the time. It imports the standard library only: every job's start waits for it.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -13,11 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from worker.command import process_for
 from worker.events import EventWriter
 from worker.oom import oom_kills
 from worker.rundir import RunDir, write_json_atomic
-from worker.runspec import RunSpec
 
 HEARTBEAT_S = 2.0
 
@@ -33,24 +33,26 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def main(argv: list[str]) -> int:
+    began = time.time()
     run = RunDir(Path(argv[1]))
     # The job's whole process group gets SIGTERM on cancel; the runner must live on to
     # record how training ended. A handler (not SIG_IGN) is reset in the child on exec.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     events = EventWriter(run.events)
-    runspec = RunSpec.model_validate_json(run.spec.read_text())
-    args, env, cwd = process_for(run, runspec)
+    plan = json.loads(run.launch.read_text())
+    args = plan["argv"]
     try:
         with open(run.log, "ab", buffering=0) as log:
             child = subprocess.Popen(
                 args,
-                env=env,
-                cwd=cwd,
+                env={**os.environ, **plan["env"]},
+                cwd=plan["cwd"],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        spawned = time.time()
     except OSError as exc:
         events.emit("failed", reason="launch_error", message=f"cannot start {args[0]!r}: {exc}")
         write_json_atomic(run.exit, {"exit_code": 127, "signal": None, "finished_at": time.time()})
@@ -62,11 +64,13 @@ def main(argv: list[str]) -> int:
             "runner_start_ticks": process_start_ticks(os.getpid()),
             "train_pid": child.pid,
             "train_start_ticks": process_start_ticks(child.pid),
+            # Wall-clock times, for start-up latency (`bench.training`).
+            "runner_began_at": began,
+            "train_spawned_at": spawned,
         },
     )
     kills_before = oom_kills()
-    if runspec.spec.kind == "command":
-        # gpuq cannot see inside a user's program: it counts as running once started.
+    if plan["running_at_start"]:
         events.emit("running", pid=child.pid)
     while True:
         run.heartbeat.touch()

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping
 
 from service.spec import JobSpec
+from worker.command import launch_plan
 from worker.rundir import RunDir, write_json_atomic
 from worker.runspec import Devices, RunSpec
 
@@ -65,7 +66,8 @@ def worker_env(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[s
 def launch(
     run: RunSpec, run_dir: RunDir, resume_from: RunDir | None = None
 ) -> subprocess.Popen[bytes]:
-    """Writes the run directory and starts `worker.runner` in a session of its own.
+    """Writes the run directory (spec.json, launch.json) and starts `worker.runner` in a
+    session of its own.
 
     A retry gets a copy of the previous attempt's checkpoints to resume from; the previous
     attempt's own files stay as they were.
@@ -74,10 +76,12 @@ def launch(
     if resume_from is not None and resume_from.checkpoints.is_dir():
         shutil.copytree(resume_from.checkpoints, run_dir.checkpoints, dirs_exist_ok=True)
     write_json_atomic(run_dir.spec, run.model_dump(mode="json"))
+    env = worker_env(os.environ, run, run_dir)
+    write_json_atomic(run_dir.launch, launch_plan(run_dir, run, env))
     with open(run_dir.log, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "worker.runner", str(run_dir.path)],
-            env=worker_env(os.environ, run, run_dir),
+            env=env,
             cwd=run_dir.path,
             stdin=subprocess.DEVNULL,
             stdout=log,

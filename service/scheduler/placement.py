@@ -222,6 +222,9 @@ def plan(
     result = Plan()
     head: Request | None = None
     reservation = Reservation(math.inf, None)
+    # Shapes that fit nowhere on the board as it is: a long queue asks the same few
+    # shapes again and again, and only a placement changes the answer.
+    unplaceable: set[tuple[int, int | None, tuple[int, ...] | None]] = set()
     for request in order(queue, usage):
         if request.gpus == 0:
             if cpu_slots > 0:
@@ -237,7 +240,10 @@ def plan(
                 f"{max_gpus_running} (max_gpus_running)"
             )
             continue
-        chosen = _choose(board, request, topology)
+        shape = (request.gpus, request.memory_mb, request.gpu_ids)
+        chosen = None if shape in unplaceable else _choose(board, request, topology)
+        if chosen is None:
+            unplaceable.add(shape)
         ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
         if head is not None:
             why = None
@@ -257,6 +263,7 @@ def plan(
             continue
         assert chosen is not None
         board.take(request.job_id, chosen, request.memory_mb, ends_at)
+        unplaceable.clear()
         owners[request.owner] = held + request.gpus
         result.placements.append(
             Placement(request.job_id, chosen, request.memory_mb, backfill=head is not None)

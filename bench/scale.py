@@ -1,0 +1,99 @@
+"""Scale: list and poll latency with 1,000, 100,000 and 1,000,000 jobs in the database,
+each against the 1,000-job figure measured in the same run (target: within 2x).
+
+Each database is made by gpuq's own migrations and `create_job`, then copied in SQLite to
+the size wanted: 1 % queued, 1 % failed, the rest succeeded, four owners. `gpuq serve
+--api-only` then answers wrk (one connection, so the figure is latency, not contention).
+Usage:
+    python -m bench.scale [--sizes 1000,100000,1000000] [--seconds 3]
+"""
+
+import argparse
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import gpuq_server, table, wrk
+from service import migrate
+from service.db import Database
+from service.jobs import create_job
+from service.spec import JobSpec
+from service.users import OPEN
+
+SPEC = {"name": "scale", "kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
+COPIED = [
+    "name", "spec", "gpu_count", "memory_mb", "assigned_gpus", "attempt", "progress", "metrics",
+    "log_tail", "warnings", "depends_on", "previous_attempts", "events_offset", "priority",
+    "held", "created_at",
+]  # fmt: skip
+
+
+def populate(home: Path, jobs: int) -> None:
+    """A migrated database at `home/gpuq.db` holding `jobs` jobs."""
+    db = Database.open(f"sqlite:///{home / 'gpuq.db'}")
+    migrate.upgrade(db)
+    create_job(db, spec=JobSpec.model_validate(SPEC), caller=OPEN)
+    db.dispose()
+    columns = ", ".join(COPIED)
+    with sqlite3.connect(home / "gpuq.db") as conn:
+        conn.execute(
+            f"""
+            WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+            INSERT INTO job (id, owner, status, finished_at, {columns})
+            SELECT n.i,
+                   'user' || (n.i % 4),
+                   CASE n.i % 100 WHEN 0 THEN 'queued' WHEN 1 THEN 'failed'
+                        ELSE 'succeeded' END,
+                   CASE n.i % 100 WHEN 0 THEN NULL ELSE job.created_at END,
+                   {", ".join(f"job.{c}" for c in COPIED)}
+            FROM n, job WHERE job.id = 1
+            """,
+            (jobs,),
+        )
+
+
+def measure(jobs: int, seconds: float) -> dict[str, float]:
+    """p50 latency in ms of each request against a database of `jobs` jobs."""
+    with tempfile.TemporaryDirectory(prefix="gpuq-scale-") as tmp:
+        home = Path(tmp)
+        began = time.perf_counter()
+        populate(home, jobs)
+        made = time.perf_counter() - began
+        print(f"  {jobs:,} jobs stored in {made:.1f} s", flush=True)
+        requests = {
+            "poll newest job": f"/v1/jobs/{jobs}",
+            "poll oldest job": "/v1/jobs/1",
+            "list first page (50)": "/v1/jobs",
+            "list queued (50)": "/v1/jobs?status=queued",
+            "list one owner's (50)": "/v1/jobs?owner=user1",
+            "list one owner's, from the middle": f"/v1/jobs?owner=user1&cursor={jobs // 2}",
+        }
+        with gpuq_server("--api-only", home=home) as url:
+            return {
+                what: wrk(f"{url}{path}", connections=1, duration_s=seconds).p50_ms
+                for what, path in requests.items()
+            }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,100000,1000000")
+    parser.add_argument("--seconds", type=float, default=3)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    figures = {size: measure(size, args.seconds) for size in sizes}
+    base = figures[sizes[0]]
+    rows = []
+    for what in base:
+        row = [what]
+        for size in sizes:
+            ms = figures[size][what]
+            row.append(f"{ms:.2f}" if size == sizes[0] else f"{ms:.2f} ({ms / base[what]:.2f}x)")
+        rows.append(row)
+    print(f"p50 latency in ms, one client (ratio to {sizes[0]:,} jobs)")
+    print(table(["request", *(f"{s:,} jobs" for s in sizes)], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Scheduling quality: gpuq's real planning function driven over a synthetic trace, beside
+first-in-first-out on whole GPUs and the trace's lower bound; plus planning time per
+decision with 10,000 jobs queued.
+
+The trace (seeded): jobs arrive as a Poisson process on 8 simulated 80 GiB GPUs; each asks
+1 (60 %), 2 (25 %), 4 (10 %) or 8 (5 %) GPUs; 70 % give a memory cap (8, 16, 20 or
+40 GiB per GPU, so they can share), the rest want whole GPUs; run times are log-normal
+(median 20 min) and each job's `time_limit_s` is its run time times 1.2-3 (users guess
+high). Four owners submit in turn, so fair share has something to order.
+
+Figures, per policy: GPU-memory-time utilisation (the memory jobs asked for, times GPUs,
+times run time, over 8 x 80 GiB x makespan; a whole-GPU job counts 80 GiB), GPU-busy
+utilisation, mean and p95 queue wait, makespan. The lower bound on makespan is the total
+GPU-time over 8 GPUs, where a shared job's GPU-time is weighted by its share of the GPU's
+memory (nothing can pack tighter), or the last arrival if that is later. Usage:
+    python -m bench.scheduling [--jobs 5000] [--queued 10000]
+"""
+
+import argparse
+import heapq
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.common import table
+from service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.placement import GpuSlot, Held, Request, plan
+
+GPUS = 8
+GPU_MB = 80 * 1024
+CAPS_MB = (8 * 1024, 16 * 1024, 20 * 1024, 40 * 1024)
+OWNERS = ("ana", "ben", "chen", "dara")
+HALF_LIFE_S = 3600.0
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    job_id: int
+    arrival: float
+    gpus: int
+    memory_mb: int | None  #: None: whole GPUs
+    run_s: float
+    limit_s: float
+    owner: str
+
+    @property
+    def share(self) -> float:
+        return 1.0 if self.memory_mb is None else self.memory_mb / GPU_MB
+
+    def request(self) -> Request:
+        return Request(
+            self.job_id,
+            0,
+            self.gpus,
+            memory_mb=self.memory_mb,
+            owner=self.owner,
+            time_limit_s=self.limit_s,
+        )
+
+
+def trace(count: int, load: float, seed: int = 7) -> list[TraceJob]:
+    """`count` jobs whose whole-GPU demand is `load` times the 8 GPUs' capacity."""
+    rng = random.Random(seed)
+    shapes = []
+    for _ in range(count):
+        gpus = rng.choices((1, 2, 4, 8), weights=(60, 25, 10, 5))[0]
+        memory = rng.choice(CAPS_MB) if rng.random() < 0.7 else None
+        run_s = min(rng.lognormvariate(mu=7.1, sigma=1.0), 12 * 3600)  # median ~20 min
+        shapes.append((gpus, memory, run_s))
+    mean_gpu_s = statistics.fmean(g * r for g, _, r in shapes)
+    gap = mean_gpu_s / (GPUS * load)  # mean time between arrivals
+    jobs, clock = [], 0.0
+    for job_id, (gpus, memory, run_s) in enumerate(shapes, 1):
+        clock += rng.expovariate(1 / gap)
+        limit = run_s * rng.uniform(1.2, 3.0)
+        jobs.append(TraceJob(job_id, clock, gpus, memory, run_s, limit, OWNERS[job_id % 4]))
+    return jobs
+
+
+@dataclass
+class Outcome:
+    starts: dict[int, float] = field(default_factory=dict)
+    busy_gpu_s: float = 0.0  #: seconds x GPUs with at least one job on them
+    decisions: int = 0
+    plan_s: float = 0.0
+
+
+Policy = Callable[
+    [float, list[TraceJob], dict[int, tuple[TraceJob, tuple[int, ...], float]]],
+    list[tuple[TraceJob, tuple[int, ...]]],
+]
+
+
+def gpuq_policy(outcome: Outcome, finished: list[Interval]) -> Policy:
+    """Calls `service.scheduler.placement.plan` as the scheduler does, fair share included."""
+
+    def decide(
+        now: float,
+        queue: list[TraceJob],
+        running: dict[int, tuple[TraceJob, tuple[int, ...], float]],
+    ) -> list[tuple[TraceJob, tuple[int, ...]]]:
+        held = [
+            Held(j.job_id, i, j.memory_mb, started + j.limit_s)
+            for j, gpus, started in running.values()
+            for i in gpus
+        ]
+        live = [Interval(j.owner, j.gpus, s, None) for j, _, s in running.values()]
+        usage = decayed_usage([*finished, *live], now, HALF_LIFE_S)
+        slots = [GpuSlot(i, GPU_MB) for i in range(GPUS)]
+        began = time.perf_counter()
+        result = plan([j.request() for j in queue], slots, held, now=now, usage=usage)
+        outcome.plan_s += time.perf_counter() - began
+        outcome.decisions += 1
+        by_id = {j.job_id: j for j in queue}
+        return [(by_id[p.job_id], p.gpu_indices) for p in result.placements]
+
+    return decide
+
+
+def fifo_whole_gpus(
+    now: float, queue: list[TraceJob], running: dict[int, tuple[TraceJob, tuple[int, ...], float]]
+) -> list[tuple[TraceJob, tuple[int, ...]]]:
+    """Strict arrival order, every job on whole GPUs, nothing overtakes the head."""
+    free = sorted(set(range(GPUS)) - {i for _, gpus, _ in running.values() for i in gpus})
+    started = []
+    for job in queue:
+        if job.gpus > len(free):
+            break
+        started.append((job, tuple(free[: job.gpus])))
+        free = free[job.gpus :]
+    return started
+
+
+def simulate(
+    jobs: list[TraceJob], policy: Policy, outcome: Outcome, finished: list[Interval]
+) -> float:
+    """Runs the trace to the end under `policy`; returns the makespan."""
+    events: list[tuple[float, int, int]] = [(j.arrival, 1, j.job_id) for j in jobs]
+    heapq.heapify(events)
+    by_id = {j.job_id: j for j in jobs}
+    queue: list[TraceJob] = []
+    running: dict[int, tuple[TraceJob, tuple[int, ...], float]] = {}
+    now = 0.0
+    while events:
+        now = events[0][0]
+        while events and events[0][0] == now:  # everything that happens at `now`
+            _, kind, job_id = heapq.heappop(events)
+            if kind == 1:
+                queue.append(by_id[job_id])
+            else:
+                job, _, started = running.pop(job_id)
+                finished.append(Interval(job.owner, job.gpus, started, now))
+        for job, gpus in policy(now, queue, running):
+            running[job.job_id] = (job, gpus, now)
+            outcome.starts[job.job_id] = now
+            heapq.heappush(events, (now + job.run_s, 0, job.job_id))
+        placed = set(outcome.starts)
+        queue = [j for j in queue if j.job_id not in placed]
+        after = {i for _, gpus, _ in running.values() for i in gpus}
+        if events:
+            outcome.busy_gpu_s += len(after) * (events[0][0] - now)
+    return now
+
+
+def figures(jobs: list[TraceJob], outcome: Outcome, makespan: float) -> list[str]:
+    waits = sorted(outcome.starts[j.job_id] - j.arrival for j in jobs)
+    memory_time = sum(j.gpus * j.run_s * j.share * GPU_MB for j in jobs)
+    return [
+        f"{memory_time / (GPUS * GPU_MB * makespan):.1%}",
+        f"{outcome.busy_gpu_s / (GPUS * makespan):.1%}",
+        f"{statistics.fmean(waits) / 60:,.1f}",
+        f"{waits[int(0.95 * (len(waits) - 1))] / 60:,.1f}",
+        f"{makespan / 3600:,.1f}",
+    ]
+
+
+def planning_time(queued: int, repeats: int = 5) -> tuple[float, float]:
+    """Median seconds of one `plan` call with `queued` jobs waiting on a full box, and the
+    decisions per second that makes."""
+    jobs = trace(queued, load=1.0, seed=11)
+    held = [Held(10**7 + i, i, None, 1e9) for i in range(GPUS)]  # every GPU held whole
+    slots = [GpuSlot(i, GPU_MB) for i in range(GPUS)]
+    usage = {owner: n * 1000.0 for n, owner in enumerate(OWNERS)}
+    requests = [j.request() for j in jobs]
+    seconds = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        plan(requests, slots, held, now=0.0, usage=usage)
+        seconds.append(time.perf_counter() - began)
+    return statistics.median(seconds), 1 / statistics.median(seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--load", type=float, default=1.0, help="whole-GPU demand / capacity")
+    parser.add_argument("--queued", type=int, default=10_000)
+    args = parser.parse_args()
+    jobs = trace(args.jobs, args.load)
+    rows = []
+    gpuq, gpuq_finished = Outcome(), list[Interval]()
+    fifo = Outcome()
+    span = simulate(jobs, gpuq_policy(gpuq, gpuq_finished), gpuq, gpuq_finished)
+    rows.append(["gpuq (plan: shared GPUs, fair share, backfill)", *figures(jobs, gpuq, span)])
+    span = simulate(jobs, fifo_whole_gpus, fifo, [])
+    rows.append(["FIFO on whole GPUs", *figures(jobs, fifo, span)])
+    bound = max(sum(j.gpus * j.run_s * j.share for j in jobs) / GPUS, jobs[-1].arrival)
+    used = sum(j.gpus * j.run_s * j.share for j in jobs) / (GPUS * bound)
+    rows.append(["lower bound", f"{used:.1%}", "-", "0.0", "0.0", f"{bound / 3600:,.1f}"])
+    print(f"Scheduling: {args.jobs} jobs on {GPUS} x 80 GiB GPUs, whole-GPU load {args.load}")
+    print(
+        table(
+            [
+                "policy",
+                "GPU-memory-time used",
+                "GPU busy",
+                "mean wait (min)",
+                "p95 wait (min)",
+                "makespan (h)",
+            ],
+            rows,
+        )
+    )
+    per, rate = planning_time(args.queued)
+    mean_ms = gpuq.plan_s / max(gpuq.decisions, 1) * 1e3
+    print(
+        f"plan(): {per * 1e3:.1f} ms per decision with {args.queued:,} jobs queued "
+        f"({rate:.0f} decisions/s); {mean_ms:.2f} ms on average over the "
+        f"{gpuq.decisions:,} decisions of the simulation"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Training through gpuq beside a bare Keras script, in one run: throughput, start latency,
+the progress callback's cost, and replica scaling.
+
+The model is the one of issue 7: 600 inputs → 512 → 128 → 128 → 1, global batch 2,000,
+on 1 and 2 replicas (gpuq's simulated GPUs: logical CPU devices, as the bare script makes
+them too). Throughput is samples per second from the end of epoch 1 to the end of the
+last epoch (the first holds tracing), so it includes what gpuq does between epochs
+(checkpoint, TensorBoard summary). Start latency is measured from submit (gpuq) or from
+process spawn (bare). Usage:
+    python -m bench.training [--samples 40000] [--epochs 4] [--repeats 1]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import PYTHON, ROOT, gpuq_server, table, wait_ended
+
+BATCH = 2000
+
+
+@dataclass
+class Run:
+    """One training run's figures; times in seconds from submit (gpuq) or spawn (bare)."""
+
+    samples_per_s: float
+    first_step_s: float
+    started_s: float  #: bare: TensorFlow imported; gpuq: the training process spawned
+    callback_us_per_step: float | None = None
+
+
+def rate(samples: int, epoch_ends: list[float]) -> float:
+    """Samples per second over epochs 2..N."""
+    return samples * (len(epoch_ends) - 1) / (epoch_ends[-1] - epoch_ends[0])
+
+
+def bare(replicas: int, samples: int, epochs: int, *, progress: bool = False) -> Run:
+    argv = [PYTHON, "-m", "bench.bare_train", f"--replicas={replicas}", f"--samples={samples}"]
+    argv += [f"--epochs={epochs}", f"--batch={BATCH}"] + (["--progress"] if progress else [])
+    spawned = time.time()
+    out = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, check=True, env=_quiet()
+    ).stdout
+    report = json.loads(out.strip().splitlines()[-1])
+    spent = report["callback_s"]
+    return Run(
+        samples_per_s=rate(samples, report["epoch_ends"]),
+        first_step_s=report["first_step_at"] - spawned,
+        started_s=report["imported_at"] - spawned,
+        callback_us_per_step=None if spent is None else spent / report["steps"] * 1e6,
+    )
+
+
+def job_spec(replicas: int, samples: int, epochs: int) -> dict[str, Any]:
+    return {
+        "name": f"bench-{replicas}",
+        "kind": "keras",
+        "keras": {
+            "model": {"builtin": "mlp", "hidden_units": [512, 128, 128], "outputs": 1},
+            "data": {"source": "synthetic", "samples": samples, "features": 600},
+            "epochs": epochs,
+            "batch_size": BATCH,
+            "optimizer": "adam",
+            "learning_rate": 0.001,
+            "loss": "mse",
+            "metrics": ["mae"],
+            "validation_split": 0.0,
+        },
+        "resources": {"gpus": replicas},
+    }
+
+
+def through_gpuq(client: httpx.Client, home: Path, replicas: int, samples: int, epochs: int) -> Run:
+    submitted = time.time()
+    job = client.post("/v1/jobs", json=job_spec(replicas, samples, epochs)).json()
+    job = wait_ended(client, job)
+    if job["status"] != "succeeded":
+        raise RuntimeError(f"the benchmark's job ended {job['status']}: {job['message']}")
+    run = home / "runs" / str(job["id"]) / "1"
+    runner = json.loads((run / "runner.json").read_text())
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    first_step = next(e["ts"] for e in events if e["event"] == "step")
+    epoch_ends = [e["ts"] for e in events if e["event"] == "epoch"]
+    return Run(
+        samples_per_s=rate(samples, epoch_ends),
+        first_step_s=first_step - submitted,
+        started_s=runner["train_spawned_at"] - submitted,
+    )
+
+
+def _quiet() -> dict[str, str]:
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def median_run(runs: list[Run]) -> Run:
+    def mid(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    return Run(
+        samples_per_s=statistics.median(r.samples_per_s for r in runs),
+        first_step_s=statistics.median(r.first_step_s for r in runs),
+        started_s=statistics.median(r.started_s for r in runs),
+        callback_us_per_step=mid([r.callback_us_per_step for r in runs]),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=40_000)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each; medians shown")
+    args = parser.parse_args()
+    n, e = args.samples, args.epochs
+    bares: dict[int, list[Run]] = {1: [], 2: []}
+    gpuqs: dict[int, list[Run]] = {1: [], 2: []}
+    reported: list[Run] = []
+    # The first TensorFlow import after a while reads it from disk; neither side pays that.
+    subprocess.run([PYTHON, "-c", "import tensorflow"], env=_quiet(), capture_output=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="gpuq-bench-") as tmp,
+        gpuq_server(home=Path(tmp), TF_CPP_MIN_LOG_LEVEL="2") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        for _ in range(args.repeats):  # side by side, interleaved, so drift hits both
+            for replicas in (1, 2):
+                bares[replicas].append(bare(replicas, n, e))
+                gpuqs[replicas].append(through_gpuq(client, Path(tmp), replicas, n, e))
+            reported.append(bare(2, n, e, progress=True))
+    b = {r: median_run(runs) for r, runs in bares.items()}
+    g = {r: median_run(runs) for r, runs in gpuqs.items()}
+    p = median_run(reported)
+    print(
+        f"Training: MLP 600→512→128→128→1, batch {BATCH}, {n} samples, {e} epochs, "
+        f"median of {args.repeats}"
+    )
+    rows = []
+    for replicas in (1, 2):
+        rows.append(
+            [
+                str(replicas),
+                f"{b[replicas].samples_per_s:,.0f}",
+                f"{g[replicas].samples_per_s:,.0f}",
+                f"{g[replicas].samples_per_s / b[replicas].samples_per_s:.3f}",
+                f"{b[replicas].samples_per_s / replicas:,.0f}",
+                f"{g[replicas].samples_per_s / replicas:,.0f}",
+            ]
+        )
+    print(
+        table(
+            [
+                "replicas",
+                "bare samples/s",
+                "gpuq samples/s",
+                "gpuq / bare",
+                "bare per replica",
+                "gpuq per replica",
+            ],
+            rows,
+        )
+    )
+    with_progress = p.samples_per_s / b[2].samples_per_s
+    print(
+        f"progress callback (2 replicas, bare script): {p.callback_us_per_step:.0f} µs per "
+        f"step in the callback; samples/s with it / without it = {with_progress:.3f}"
+    )
+    rows = []
+    for replicas in (1, 2):
+        bb, gg = b[replicas], g[replicas]
+        rows.append(
+            [
+                str(replicas),
+                f"{bb.started_s:.2f}",
+                f"{bb.first_step_s:.2f}",
+                f"{gg.started_s * 1e3:.0f} ms",
+                f"{gg.first_step_s:.2f}",
+                f"{gg.first_step_s - bb.first_step_s:+.2f}",
+            ]
+        )
+    print(
+        table(
+            [
+                "replicas",
+                "bare: TF imported (s)",
+                "bare: first step (s)",
+                "gpuq: submit → process spawned",
+                "gpuq: submit → first step (s)",
+                "gpuq adds (s)",
+            ],
+            rows,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
