@@ -1,12 +1,13 @@
 """SQLite engines: WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for writes."""
 
+import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import DateTime, Engine, TypeDecorator, create_engine, event
 from sqlalchemy.engine.url import make_url
@@ -15,6 +16,7 @@ from sqlmodel import Session
 from service.changes import Changes
 
 BUSY_TIMEOUT_MS = 10_000
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -76,6 +78,11 @@ class Database:
     #: One writer at a time in this process: SQLite serialises writers anyway, and threads
     #: queued here wake at once, where SQLite's busy handler would make them sleep and retry.
     _write_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: SQLite only: a connection kept to ask `PRAGMA data_version`, which changes whenever
+    #: another connection (of any process) has committed; it never writes.
+    _watcher: sqlite3.Connection | None = None
+    _cache: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, url: str) -> "Database":
@@ -85,7 +92,15 @@ class Database:
             return cls(url, engine, engine)
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        return cls(url, _sqlite_engine(url, "BEGIN"), _sqlite_engine(url, "BEGIN IMMEDIATE"))
+        watcher = None
+        if parsed.database and parsed.database != ":memory:":
+            watcher = sqlite3.connect(parsed.database, check_same_thread=False)
+        return cls(
+            url,
+            _sqlite_engine(url, "BEGIN"),
+            _sqlite_engine(url, "BEGIN IMMEDIATE"),
+            _watcher=watcher,
+        )
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -103,6 +118,23 @@ class Database:
             yield session
         self.changes.notify()
 
+    def cached(self, key: str, load: Callable[[], T]) -> T:
+        """`load()`'s value, kept until anything is committed to the database (by this
+        process or another); loaded every time where that cannot be told."""
+        if self._watcher is None:
+            return load()
+        with self._cache_lock:
+            version = self._watcher.execute("PRAGMA data_version").fetchone()[0]
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = load()  # a commit meanwhile makes the next call load again: no stale hit
+        with self._cache_lock:
+            self._cache[key] = (version, value)
+        return value
+
     def dispose(self) -> None:
         self.reader.dispose()
         self.writer.dispose()
+        if self._watcher is not None:
+            self._watcher.close()

@@ -6,7 +6,8 @@ since revision N" is one indexed query, whichever process made the change.
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import col, select
@@ -24,18 +25,20 @@ def latest_revision(db: Database) -> int:
         return session.exec(select(func.coalesce(func.max(Job.rev), 0))).one()
 
 
-async def wait_for_change(db: Database, job_id: int, since: int | None, timeout_s: float) -> Job:
+async def wait_for_change(
+    db: Database, job_id: int, since: int | None, timeout_s: float
+) -> Mapping[str, Any]:
     """The job once its revision passes `since` (default: as it is now), or after
     `timeout_s` as it is then. An ended job is returned at once: it will not change."""
     deadline = time.monotonic() + timeout_s
     while True:
         notice = db.changes.arm()
         try:
-            job = await asyncio.to_thread(jobs.get_job, db, job_id)
+            job = jobs.read_job(db, job_id)  # one indexed row: not worth a thread hop
             if since is None:
-                since = job.rev
+                since = job["rev"]
             left = deadline - time.monotonic()
-            if job.rev > since or job.status in TERMINAL or left <= 0:
+            if job["rev"] > since or job["status"] in TERMINAL or left <= 0:
                 return job
             await db.changes.wait(notice, left)
         finally:

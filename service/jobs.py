@@ -122,6 +122,17 @@ def get_job(db: Database, job_id: int) -> Job:
         return _load(session, job_id)
 
 
+def read_job(db: Database, job_id: int) -> dict[str, Any]:
+    """One job's row, read without the ORM: every poll asks this, and the ORM's session
+    and object cost more than the query."""
+    table = Job.__table__  # type: ignore[attr-defined]
+    with db.reader.connect() as conn:
+        row = conn.execute(select(table).where(table.c.id == job_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    return dict(row)
+
+
 def list_jobs(
     db: Database,
     *,

@@ -1,5 +1,6 @@
 """Database tables and the public shapes the API returns."""
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Self
 
@@ -9,7 +10,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from service.db import UTCDateTime, utcnow
-from service.spec import JobSpec
+from service.spec import JobSpec, empty_dict, empty_list
 from service.states import JobStatus, Reason
 
 
@@ -35,23 +36,29 @@ class Job(SQLModel, table=True):
     spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     gpu_count: int
     memory_mb: int | None = None
-    assigned_gpus: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    assigned_gpus: list[int] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
     attempt: int = 0
     wait_reason: str | None = None
-    progress: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    progress: dict[str, Any] = Field(
+        default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
+    )
     metrics: dict[str, float | None] = Field(
-        default_factory=dict, sa_column=Column(JSON, nullable=False)
+        default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
     )
     num_replicas: int | None = None
     gpu_memory_peak_mb: int | None = None
-    log_tail: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    warnings: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    log_tail: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
+    warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     retry_at: datetime | None = _utc(default=None)  #: a requeued job waits until then
     held: bool = False  #: kept from starting by its owner or an admin
-    depends_on: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    depends_on: list[int] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
     queue_position: int | None = None  #: 1 for the next queued job to be considered
     previous_attempts: list[dict[str, Any]] = Field(
-        default_factory=list, sa_column=Column(JSON, nullable=False)
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
     runner_pid: int | None = None
@@ -96,7 +103,7 @@ class Gpu(SQLModel, table=True):
     hold: str | None = None
     hold_reason: str | None = None
     hold_job_id: int | None = None
-    hold_pids: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    hold_pids: list[int] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     hold_since: datetime | None = _utc(default=None)
 
 
@@ -121,7 +128,9 @@ class AuditEntry(SQLModel, table=True):
     actor: str
     action: str
     target: str
-    detail: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    detail: dict[str, Any] = Field(
+        default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
+    )
 
 
 class Allocation(SQLModel, table=True):
@@ -187,10 +196,11 @@ class JobEvent(BaseModel):
     )
 
     @classmethod
-    def of(cls, job: Job) -> Self:
-        data = job.model_dump()
-        data["progress"] = Progress(**job.progress)
-        data["revision"] = job.rev
+    def of(cls, job: Job | Mapping[str, Any]) -> Self:
+        """From a loaded job, or from its row as read without the ORM."""
+        data = job.model_dump() if isinstance(job, Job) else dict(job)
+        data["progress"] = Progress(**data["progress"])
+        data["revision"] = data["rev"]
         return cls.model_validate(data)
 
 

@@ -21,6 +21,17 @@ from pydantic import (
 MAX_GPUS = 64
 
 
+# Pydantic inspects a field's default factory each time it builds a default, and a
+# builtin's signature (`list`, `dict`) is parsed from text every time: about 0.25 ms per
+# field, several per job row. A plain function is inspected in microseconds.
+def empty_list() -> list[Any]:
+    return []
+
+
+def empty_dict() -> dict[str, Any]:
+    return {}
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
@@ -168,7 +179,7 @@ class KerasSpec(StrictModel):
     learning_rate: float = Field(0.001, gt=0.0, le=10.0, description="Optimizer step size.")
     loss: Loss = Field("mse", description="Keras loss name.")
     metrics: list[Metric] = Field(
-        default_factory=list, max_length=8, description="Keras metrics reported each epoch."
+        default_factory=empty_list, max_length=8, description="Keras metrics reported each epoch."
     )
     validation_split: float = Field(
         0.0, ge=0.0, lt=1.0, description="Share of the data held out to report `val_` metrics."
@@ -273,7 +284,7 @@ class CommandSpec(StrictModel):
         Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
         Annotated[str, Field(max_length=32768)],
     ] = Field(
-        default_factory=dict,
+        default_factory=empty_dict,
         max_length=256,
         description="Extra environment variables. The GPU variables are gpuq's to set.",
     )
@@ -313,7 +324,7 @@ class JobSpec(StrictModel):
         description="Higher starts first. Above GPUQ_MAX_USER_PRIORITY (0) needs an admin.",
     )
     depends_on: list[Annotated[int, Field(ge=1, le=2**53)]] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         max_length=100,
         description="Job ids that must all succeed before this job starts; if one fails, "
         "this job is cancelled with reason dependency_failed.",

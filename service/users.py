@@ -72,8 +72,10 @@ def active_users(db: Database) -> list[User]:
 
 
 def authenticate(db: Database, authorization: str | None) -> Caller:
-    """The caller behind an `Authorization` header; anyone while no user exists."""
-    users = active_users(db)
+    """The caller behind an `Authorization` header; anyone while no user exists.
+
+    Every request asks this, so the active users are read again only after a commit."""
+    users = db.cached("active_users", lambda: active_users(db))
     if not users:
         return OPEN
     scheme, _, token = (authorization or "").partition(" ")

@@ -1,8 +1,8 @@
 """The scheduler: reconcile once at start, then `ingest → reap → enforce → place` on every wake.
 
-It wakes when a job is submitted or cancelled (`wake()`), when a runner exits (a waiter
-thread per child), and every `active_poll_s` while jobs run so progress keeps flowing.
-It never blocks on a child.
+It wakes when a job is submitted or cancelled (`wake()`), when a runner exits (the
+launcher says so, or a waiter thread for a runner it did not start), and every
+`active_poll_s` while jobs run so progress keeps flowing. It never blocks on a child.
 """
 
 import fcntl
@@ -25,7 +25,7 @@ from service.models import Allocation, Job, Preview
 from service.scheduler import snapshot
 from service.scheduler.gpu_guard import GpuGuard, MemoryWatch, kill_reason
 from service.scheduler.ingest import apply_events, read_events
-from service.scheduler.launch import devices_for, launch
+from service.scheduler.launch import Launcher, devices_for, launch
 from service.scheduler.outcome import classify
 from service.scheduler.placement import Placement, order
 from service.scheduler.requests import PREVIEW_ID, request_for_spec
@@ -37,6 +37,7 @@ from service.spec import JobSpec
 from service.states import ACTIVE, JobStatus, Reason
 from service.users import SCHEDULER
 from worker.rundir import RunDir, read_json
+from worker.runner import process_start_ticks
 from worker.runspec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class Scheduler:
         self.guard = GpuGuard(db, settings, board)
         self.watches: dict[int, Watch] = {}
         self.stats = SchedulerStats()
+        self.launcher = Launcher(self.wake)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -65,6 +67,7 @@ class Scheduler:
         """Takes the scheduler lock, reconciles the jobs left active, starts the loop thread."""
         self._take_lock()
         self.reconcile()
+        self.launcher.start()
         self._thread = threading.Thread(target=self._run, name="gpuq-scheduler", daemon=True)
         self._thread.start()
 
@@ -74,6 +77,7 @@ class Scheduler:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.launcher.stop()
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -351,7 +355,7 @@ class Scheduler:
         previous = RunDir.of(self.settings.runs_dir, job.id, job.attempt) if job.attempt else None
         runspec = RunSpec(job_id=job.id, attempt=attempt, spec=spec, devices=devices)
         try:
-            proc = launch(runspec, run_dir, resume_from=previous)
+            started = launch(runspec, run_dir, resume_from=previous, launcher=self.launcher)
         except OSError as exc:
             log.error("job %d: could not start its runner: %s", job.id, exc)
             with self.db.write() as session:
@@ -365,17 +369,24 @@ class Scheduler:
                 session.execute(delete(Allocation).where(col(Allocation.job_id) == job.id))
             return
         with self.db.write() as session:
-            session.execute(update(Job).where(col(Job.id) == job.id).values(runner_pid=proc.pid))
+            session.execute(update(Job).where(col(Job.id) == job.id).values(runner_pid=started.pid))
         self.watches[job.id] = Watch(
-            job.id, run_dir, proc.pid, indices, MemoryWatch(placement.memory_mb), proc=proc
+            job.id,
+            run_dir,
+            started.pid,
+            indices,
+            MemoryWatch(placement.memory_mb),
+            proc=started.proc,
+            start_ticks=process_start_ticks(started.pid),
         )
-        threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
+        if started.proc is not None:
+            threading.Thread(target=self._await_exit, args=(started.proc,), daemon=True).start()
         log.info(
             "job %d: attempt %d started on GPUs %s (runner pid %d)",
             job.id,
             attempt,
             indices or "none (CPU)",
-            proc.pid,
+            started.pid,
         )
 
     def _await_exit(self, proc: subprocess.Popen[bytes]) -> None:

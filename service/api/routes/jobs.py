@@ -1,6 +1,5 @@
 """`/v1/jobs`: submit, list, read, cancel, logs and metrics."""
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -116,10 +115,8 @@ async def get_job(
 ) -> JobPublic:
     """One job: state, reason, GPUs, progress, latest metrics. With `wait_s`, a long poll."""
     if wait_s is None:
-        job = await asyncio.to_thread(jobs.get_job, service.db, job_id)
-    else:
-        job = await wait_for_change(service.db, job_id, since, wait_s)
-    return JobPublic.of(job)
+        return JobPublic.of(jobs.read_job(service.db, job_id))  # one row: no thread hop
+    return JobPublic.of(await wait_for_change(service.db, job_id, since, wait_s))
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
