@@ -66,9 +66,12 @@ def list_users(db: Database) -> list[User]:
         return list(session.exec(select(User).order_by(col(User.name))).all())
 
 
-def active_users(db: Database) -> list[User]:
-    with db.read() as session:
-        return list(session.exec(select(User).where(col(User.revoked_at).is_(None))).all())
+def active_users(db: Database) -> list[tuple[str, str, bool]]:
+    """(token SHA-256, name, admin) of every user not revoked; a Core query, as every
+    request needs it after any commit."""
+    query = select(User.token_sha256, User.name, User.admin).where(col(User.revoked_at).is_(None))
+    with db.reader.connect() as conn:
+        return [(row[0], row[1], row[2]) for row in conn.execute(query)]
 
 
 def authenticate(db: Database, authorization: str | None) -> Caller:
@@ -83,9 +86,9 @@ def authenticate(db: Database, authorization: str | None) -> Caller:
         raise Unauthorized("send `Authorization: Bearer <token>` (from `gpuq users add`)")
     given = digest(token.strip())
     found = None
-    for user in users:  # every stored hash is compared, so timing says nothing
-        if hmac.compare_digest(user.token_sha256, given):
-            found = user
+    for token_sha256, name, admin in users:  # every hash is compared: timing says nothing
+        if hmac.compare_digest(token_sha256, given):
+            found = Caller(name=name, admin=admin)
     if found is None:
         raise Unauthorized("unknown or revoked token")
-    return Caller(name=found.name, admin=found.admin)
+    return found
