@@ -13,6 +13,7 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import gpuq_server, table, wrk
 from service import migrate
@@ -29,27 +30,30 @@ COPIED = [
 ]  # fmt: skip
 
 
-def populate(home: Path, jobs: int) -> None:
-    """A migrated database at `home/gpuq.db` holding `jobs` jobs."""
+def populate(
+    home: Path, jobs: int, *, spec: dict[str, Any] = SPEC, queued_every: int = 100
+) -> None:
+    """A migrated database at `home/gpuq.db` holding `jobs` jobs like `spec`: one in
+    `queued_every` queued, one in 100 failed, the others succeeded."""
     db = Database.open(f"sqlite:///{home / 'gpuq.db'}")
     migrate.upgrade(db)
-    create_job(db, spec=JobSpec.model_validate(SPEC), caller=OPEN)
+    create_job(db, spec=JobSpec.model_validate(spec), caller=OPEN)
     db.dispose()
     columns = ", ".join(COPIED)
     with sqlite3.connect(home / "gpuq.db") as conn:
         conn.execute(
             f"""
-            WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+            WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < :jobs)
             INSERT INTO job (id, owner, status, finished_at, {columns})
             SELECT n.i,
                    'user' || (n.i % 4),
-                   CASE n.i % 100 WHEN 0 THEN 'queued' WHEN 1 THEN 'failed'
-                        ELSE 'succeeded' END,
-                   CASE n.i % 100 WHEN 0 THEN NULL ELSE job.created_at END,
+                   CASE WHEN n.i % :queued = 0 THEN 'queued'
+                        WHEN n.i % 100 = 1 THEN 'failed' ELSE 'succeeded' END,
+                   CASE WHEN n.i % :queued = 0 THEN NULL ELSE job.created_at END,
                    {", ".join(f"job.{c}" for c in COPIED)}
             FROM n, job WHERE job.id = 1
             """,
-            (jobs,),
+            {"jobs": jobs, "queued": queued_every},
         )
 
 

@@ -19,10 +19,13 @@ memory (nothing can pack tighter), or the last arrival if that is later. Usage:
 import argparse
 import heapq
 import random
+import signal
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.common import table
 from service.scheduler.fairshare import Interval, decayed_usage
@@ -192,6 +195,39 @@ def planning_time(queued: int, repeats: int = 5) -> tuple[float, float]:
     return statistics.median(seconds), 1 / statistics.median(seconds)
 
 
+def scheduler_step_s(queued: int, repeats: int = 3) -> float:
+    """Median seconds of the real scheduler's placement step (read the queue from SQLite,
+    plan, record wait reasons) with `queued` one-GPU jobs waiting and every GPU taken."""
+    from bench.scale import populate
+    from service.runtime import Service
+    from service.settings import Settings
+
+    spec = {
+        "name": "queued",
+        "kind": "command",
+        "command": {"argv": ["sleep", "30"]},
+        "resources": {"gpus": 1},
+    }
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as tmp:
+        home = Path(tmp)
+        populate(home, queued, spec=spec, queued_every=1)
+        service = Service.open(Settings(home=home, gpus="sim:8x80GiB"), schedule=False)
+        scheduler = service.scheduler
+        try:
+            scheduler.place()  # fills the 8 GPUs and writes every position once
+            seconds = []
+            for _ in range(repeats):
+                began = time.perf_counter()
+                scheduler.place()
+                seconds.append(time.perf_counter() - began)
+        finally:
+            for watch in scheduler.watches.values():
+                watch.signal(signal.SIGKILL)
+            scheduler.launcher.stop()
+            service.close()
+    return statistics.median(seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
@@ -229,6 +265,11 @@ def main() -> None:
         f"plan(): {per * 1e3:.1f} ms per decision with {args.queued:,} jobs queued "
         f"({rate:.0f} decisions/s); {mean_ms:.2f} ms on average over the "
         f"{gpuq.decisions:,} decisions of the simulation"
+    )
+    step = scheduler_step_s(args.queued)
+    print(
+        f"scheduler step (SQLite read + plan + wait reasons) with {args.queued:,} jobs "
+        f"queued: {step * 1e3:.0f} ms"
     )
 
 

@@ -182,7 +182,10 @@ class JobEvent(BaseModel):
     assigned_gpus: list[int] = _d("GPU indices; empty while queued.")
     attempt: int = _d("Attempt number, from 1 once launched; 0 while never launched.")
     wait_reason: str | None = _d("Why a queued job is not running yet.")
-    queue_position: int | None = _d("Place in the queue (1 = considered next); null unless queued.")
+    queue_position: int | None = _d(
+        "Place in the queue (1 = considered next), brought up to date within 2 s; null unless "
+        "queued."
+    )
     progress: Progress = _d("Where training is.")
     metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
     gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")

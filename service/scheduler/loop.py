@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from sqlalchemy import delete, update
+from sqlalchemy import bindparam, delete, update
 from sqlmodel import col, select
 
 from service.audit import record
@@ -42,6 +42,11 @@ from worker.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
+#: Queue positions of jobs whose wait reason did not change are rewritten at most this
+#: often: each start moves every queued job up one, and rewriting thousands of rows (and
+#: waking everyone watching them) on every start would cost more than the start.
+POSITIONS_EVERY_S = 2.0
+
 
 class SchedulerLocked(RuntimeError):
     """Another scheduler already runs against this state directory."""
@@ -60,6 +65,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock: IO[bytes] | None = None
+        self._positions_at = 0.0  #: when every queue position was last brought up to date
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -283,23 +289,33 @@ class Scheduler:
         reasons = {**snap.blocked, **result.waiting}
         waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
         positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
+        refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
+        if refresh:
+            self._positions_at = time.monotonic()
         with self.db.write() as session:
             for job_id, why in snap.doomed.items():
                 cancel_queued(session, job_id, Reason.dependency_failed, f"will never start: {why}")
                 record(session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
-            for job_id in waiting:
-                job = snap.queued[job_id]
-                if (job.wait_reason, job.queue_position) != (
-                    reasons.get(job_id),
-                    positions[job_id],
-                ):
-                    session.execute(
-                        update(Job)
-                        .where(col(Job.id) == job_id, col(Job.status) == JobStatus.queued)
-                        .values(wait_reason=reasons.get(job_id), queue_position=positions[job_id])
-                    )
+            changed = [
+                {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
+                for job_id in waiting
+                if snap.queued[job_id].wait_reason != reasons.get(job_id)
+                or snap.queued[job_id].queue_position is None
+                or (refresh and snap.queued[job_id].queue_position != positions[job_id])
+            ]
+            if changed:  # one executemany, not an ORM statement per row
+                table = Job.__table__  # type: ignore[attr-defined]
+                session.connection().execute(
+                    update(table)
+                    .where(table.c.id == bindparam("job_id"), table.c.status == "queued")
+                    .values(wait_reason=bindparam("why"), queue_position=bindparam("position")),
+                    changed,
+                )
         for placement in result.placements:
-            self._start(snap.queued[placement.job_id], placement)
+            with self.db.read() as session:
+                chosen = session.get(Job, placement.job_id)
+            if chosen is not None and chosen.status == JobStatus.queued:
+                self._start(chosen, placement)
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""

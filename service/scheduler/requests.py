@@ -1,25 +1,87 @@
 """Placement requests from queued jobs and from specs."""
 
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlmodel import col
+
 from service.models import Job
 from service.scheduler.placement import Request
 from service.spec import JobSpec
+from service.states import JobStatus
 
 #: The id a dry run's job takes: after every real job, as a job submitted now would be.
 PREVIEW_ID = 2**62
 
 
-def request_for_job(job: Job) -> Request:
-    """A queued job's request, from its stored columns (no spec parsing per tick)."""
-    assert job.id is not None
-    gpu_ids = job.spec["resources"].get("gpu_ids")
+@dataclass(frozen=True)
+class QueuedJob:
+    """What planning reads of a queued job: a few columns, not the whole row, since every
+    scheduler step reads every queued job."""
+
+    id: int
+    owner: str
+    priority: int
+    gpu_count: int
+    memory_mb: int | None
+    gpu_ids: tuple[int, ...] | None
+    time_limit_s: float | None
+    depends_on: list[int]
+    held: bool
+    retry_at: datetime | None
+    wait_reason: str | None
+    queue_position: int | None
+
+    @classmethod
+    def query(cls) -> Select[Any]:
+        """The queued jobs, as rows `from_row` reads (SQLite picks the spec's fields)."""
+        return select(
+            col(Job.id),
+            col(Job.owner),
+            col(Job.priority),
+            col(Job.gpu_count),
+            col(Job.memory_mb),
+            func.json_extract(col(Job.spec), "$.resources.gpu_ids"),
+            func.json_extract(col(Job.spec), "$.time_limit_s"),
+            col(Job.depends_on),
+            col(Job.held),
+            col(Job.retry_at),
+            col(Job.wait_reason),
+            col(Job.queue_position),
+        ).where(col(Job.status) == JobStatus.queued)
+
+    @classmethod
+    def from_row(cls, row: Any) -> "QueuedJob":
+        gpu_ids = json.loads(row[5]) if isinstance(row[5], str) else None
+        return cls(
+            id=row[0],
+            owner=row[1],
+            priority=row[2],
+            gpu_count=row[3],
+            memory_mb=row[4],
+            gpu_ids=tuple(gpu_ids) if gpu_ids else None,
+            time_limit_s=row[6],
+            depends_on=list(row[7] or []),
+            held=bool(row[8]),
+            retry_at=row[9],
+            wait_reason=row[10],
+            queue_position=row[11],
+        )
+
+
+def request_for_job(job: QueuedJob) -> Request:
+    """A queued job's request."""
     return Request(
         job_id=job.id,
         priority=job.priority,
         gpus=job.gpu_count,
-        gpu_ids=tuple(gpu_ids) if gpu_ids else None,
+        gpu_ids=job.gpu_ids,
         memory_mb=job.memory_mb,
         owner=job.owner,
-        time_limit_s=job.spec.get("time_limit_s"),
+        time_limit_s=job.time_limit_s,
     )
 
 

@@ -12,7 +12,7 @@ from service.gpus.board import Board
 from service.models import Job
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Held, PlanInputs, order
-from service.scheduler.requests import request_for_job
+from service.scheduler.requests import QueuedJob, request_for_job
 from service.settings import Settings
 from service.states import ACTIVE, TERMINAL, JobStatus
 
@@ -22,7 +22,7 @@ USAGE_HORIZON_HALF_LIVES = 20
 
 @dataclass
 class Snapshot:
-    queued: dict[int, Job]
+    queued: dict[int, QueuedJob]
     inputs: PlanInputs
     #: queued job → why it is not even considered (hold, retry back-off, dependency)
     blocked: dict[int, str] = field(default_factory=dict)
@@ -51,11 +51,8 @@ def take(
     now = time.time()
     horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
     with db.read() as session:
-        queued = {
-            j.id: j
-            for j in session.exec(select(Job).where(col(Job.status) == JobStatus.queued))
-            if j.id is not None
-        }
+        rows = session.connection().execute(QueuedJob.query())
+        queued = {job.id: job for job in map(QueuedJob.from_row, rows)}
         if skip_if_idle and not queued:
             return None
         recent = session.exec(
@@ -102,6 +99,7 @@ def take(
             max_gpus_running=settings.max_gpus_running,
         ),
     )
+    requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
     for job_id, job in queued.items():
         doom = _failed_dependency(job, dependencies)
         why = None if doom else _not_considered(job, dependencies, now_dt)
@@ -110,9 +108,8 @@ def take(
         elif why is not None:
             snapshot.blocked[job_id] = why
         else:
-            snapshot.inputs.queue.append(request_for_job(job))
-    everyone = [request_for_job(j) for j in queued.values()]
-    snapshot.positions = [r.job_id for r in order(everyone, usage)]
+            snapshot.inputs.queue.append(requests[job_id])
+    snapshot.positions = [r.job_id for r in order(list(requests.values()), usage)]
     return snapshot
 
 
@@ -122,7 +119,7 @@ def _ends_at(job: Job, grace_s: float) -> float | None:
     return None if limit is None or started is None else started + limit + grace_s
 
 
-def _failed_dependency(job: Job, dependencies: dict[int | None, Job]) -> str | None:
+def _failed_dependency(job: QueuedJob, dependencies: dict[int | None, Job]) -> str | None:
     """Why `job` can never start, if one of the jobs it depends on will never succeed."""
     for dep_id in job.depends_on:
         dep = dependencies.get(dep_id)
@@ -134,7 +131,9 @@ def _failed_dependency(job: Job, dependencies: dict[int | None, Job]) -> str | N
     return None
 
 
-def _not_considered(job: Job, dependencies: dict[int | None, Job], now: datetime) -> str | None:
+def _not_considered(
+    job: QueuedJob, dependencies: dict[int | None, Job], now: datetime
+) -> str | None:
     """Why `job` is not considered for placement now (hold, retry back-off, dependency)."""
     if job.held:
         return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
