@@ -33,13 +33,16 @@ class RunDir:
             folder.mkdir(parents=True, exist_ok=True)
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Writes a whole JSON file or nothing: readers never see half of it."""
+def write_json_atomic(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
+    """Writes a whole JSON file or nothing: readers never see half of it. `durable` also
+    waits for the disk, for files that must outlive a power cut (how a job ended); what
+    only matters while the attempt runs (its spec, its pids) need not."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

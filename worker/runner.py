@@ -68,6 +68,7 @@ def main(argv: list[str]) -> int:
             "runner_began_at": began,
             "train_spawned_at": spawned,
         },
+        durable=False,  # pids mean nothing after a power cut
     )
     kills_before = oom_kills()
     if plan["running_at_start"]:

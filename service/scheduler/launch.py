@@ -160,9 +160,10 @@ def launch(
     run_dir.create()
     if resume_from is not None and resume_from.checkpoints.is_dir():
         shutil.copytree(resume_from.checkpoints, run_dir.checkpoints, dirs_exist_ok=True)
-    write_json_atomic(run_dir.spec, run.model_dump(mode="json"))
+    # Not durable: after a power cut the attempt is over whatever these files say.
+    write_json_atomic(run_dir.spec, run.model_dump(mode="json"), durable=False)
     env = worker_env(os.environ, run, run_dir)
-    write_json_atomic(run_dir.launch, launch_plan(run_dir, run, env))
+    write_json_atomic(run_dir.launch, launch_plan(run_dir, run, env), durable=False)
     if launcher is not None:
         try:
             return Started(launcher.spawn(run_dir.path, env))
