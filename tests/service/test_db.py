@@ -8,6 +8,7 @@ from sqlmodel import SQLModel
 
 from service import migrate
 from service.db import Database
+from service.users import add_user
 
 
 def test_sqlite_runs_in_wal_with_busy_timeout_and_foreign_keys(db: Database):
@@ -55,3 +56,22 @@ def test_write_transactions_take_the_write_lock_up_front(db: Database, settings)
         release.set()
         holder.join()
         other.close()
+
+
+def test_a_cached_value_lasts_until_any_connection_commits(db: Database, settings):
+    loads = []
+
+    def load() -> int:
+        loads.append(1)
+        return len(loads)
+
+    assert db.cached("k", load) == 1
+    assert db.cached("k", load) == 1  # nothing committed: no second load
+    other = Database.open(settings.db_url)  # another process's connection, in effect
+    try:
+        add_user(other, "ana")
+    finally:
+        other.dispose()
+    assert db.cached("k", load) == 2
+    add_user(db, "bo")  # this process's own writes count too
+    assert db.cached("k", load) == 3

@@ -2,7 +2,8 @@ import pytest
 
 from service import jobs
 from service.db import Database
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Invalid, NotFound
+from service.models import JobPublic
 from service.spec import JobSpec
 from service.states import JobStatus, Reason
 from tests.conftest import ANA, job_spec
@@ -92,3 +93,23 @@ def test_listing_pages_newest_first_and_filters(db):
     assert jobs.list_jobs(db, owner="nobody")[0] == []
     with pytest.raises(Invalid):
         jobs.list_jobs(db, cursor="abc")
+
+
+def test_a_job_read_without_the_orm_looks_the_same_as_through_it(db: Database):
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    with db.write() as session:
+        jobs.transition(
+            session,
+            job.id,
+            JobStatus.starting,
+            assigned_gpus=[1],
+            attempt=1,
+            progress={"epoch": 1, "epochs": 2, "samples_per_s": 10.5},
+            metrics={"loss": 0.25},
+        )
+    public = JobPublic.of(jobs.get_job(db, job.id))
+    assert JobPublic.of(jobs.read_job(db, job.id)) == public
+    assert (public.status, public.assigned_gpus, public.progress.epoch) == ("starting", [1], 1)
+    assert public.started_at is not None and public.started_at.tzinfo is not None
+    with pytest.raises(NotFound):
+        jobs.read_job(db, job.id + 1)

@@ -5,6 +5,7 @@ import logging
 import pytest
 
 from service import users
+from service.db import Database
 from tests.conftest import job_spec
 
 PUBLIC = {("GET", "/healthz")}  # liveness stays open
@@ -98,6 +99,20 @@ def test_a_revoked_token_stops_working(team):
     users.revoke_user(api.app.state.service.db, "bo")
     assert api.get("/v1/jobs", headers=auth(tokens["bo"])).status_code == 401
     assert api.get("/v1/jobs", headers=auth(tokens["ana"])).status_code == 200
+
+
+def test_users_changed_by_another_process_count_at_the_next_request(team, settings):
+    # `gpuq users add|revoke` writes through a connection of its own, like this one.
+    api, tokens = team
+    assert api.get("/v1/jobs", headers=auth(tokens["bo"])).status_code == 200  # cached now
+    other = Database.open(settings.db_url)
+    try:
+        users.revoke_user(other, "bo")
+        cy = users.add_user(other, "cy")
+    finally:
+        other.dispose()
+    assert api.get("/v1/jobs", headers=auth(tokens["bo"])).status_code == 401
+    assert api.get("/v1/jobs", headers=auth(cy)).status_code == 200
 
 
 def test_tokens_never_appear_in_responses_logs_or_the_database(team, caplog, settings):

@@ -1,6 +1,8 @@
 """The scheduler driven step by step against a real database (no loop thread)."""
 
 import json
+import signal
+import time
 
 import pytest
 from sqlmodel import select
@@ -10,10 +12,11 @@ from service.gpus import board as gpu_board
 from service.gpus.board import Board
 from service.gpus.inventory import discover
 from service.models import Allocation
+from service.scheduler import loop
 from service.scheduler.loop import Scheduler, SchedulerLocked
 from service.spec import JobSpec
 from service.states import JobStatus, Reason
-from tests.conftest import ANA, job_spec
+from tests.conftest import ANA, command_spec, job_spec
 
 
 @pytest.fixture
@@ -91,3 +94,30 @@ def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
             other.start()
     finally:
         scheduler.stop()
+
+
+def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
+    db, scheduler, monkeypatch
+):
+    monkeypatch.setattr(loop, "POSITIONS_EVERY_S", 0.5)
+    scheduler.settings = scheduler.settings.model_copy(update={"max_cpu_jobs": 1})
+    spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
+    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    try:
+        scheduler.place()  # the first takes the CPU slot; the others wait, numbered at once
+        assert jobs.get_job(db, first).status == JobStatus.starting
+        assert [jobs.get_job(db, i).queue_position for i in (second, third)] == [1, 2]
+        with db.write() as session:  # the first ends; the second can start
+            jobs.transition(session, first, JobStatus.cancelled)
+        scheduler.watches.pop(first).signal(signal.SIGKILL)
+        scheduler.place()
+        assert jobs.get_job(db, second).status == JobStatus.starting
+        # Same wait reason, so its row is not rewritten on this start ...
+        assert jobs.get_job(db, third).queue_position == 2
+        time.sleep(0.5)
+        scheduler.place()  # ... but once the period is over
+        assert jobs.get_job(db, third).queue_position == 1
+    finally:
+        for watch in scheduler.watches.values():
+            watch.signal(signal.SIGKILL)
+        scheduler.launcher.stop()

@@ -1,0 +1,78 @@
+"""`worker.launcher` through the scheduler's `Launcher`: real forks, sessions and exits."""
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from service.scheduler.launch import Launcher
+from worker.rundir import RunDir, read_json
+
+
+def run_dir(tmp_path: Path, argv: list[str]) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.create()
+    plan = {"argv": argv, "env": {"GREETING": "hi"}, "cwd": str(run.path), "running_at_start": True}
+    run.launch.write_text(json.dumps(plan))
+    return run
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def exits():
+    return threading.Event()
+
+
+@pytest.fixture
+def launcher(exits):
+    launcher = Launcher(exits.set)
+    launcher.start()
+    yield launcher
+    launcher.stop()
+
+
+def test_a_forked_runner_leads_its_own_session_runs_the_job_and_its_exit_is_reported(
+    tmp_path, launcher, exits
+):
+    run = run_dir(tmp_path, ["sh", "-c", 'echo "$GREETING from $(pwd)"; exit 3'])
+    pid = launcher.spawn(run.path, {**os.environ, "PATH": os.environ["PATH"]})
+    assert exits.wait(10), "the launcher never reported the runner's exit"
+    assert read_json(run.exit)["exit_code"] == 3
+    assert read_json(run.runner)["runner_pid"] == pid
+    assert run.log.read_text().strip() == f"hi from {run.path}"
+    events = [json.loads(line) for line in run.events.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["running"]
+
+
+def test_runners_outlive_the_launcher(tmp_path, launcher):
+    run = run_dir(tmp_path, ["sleep", "30"])
+    pid = launcher.spawn(run.path, dict(os.environ))
+    assert os.getsid(pid) == pid  # a session, hence a process group, of its own
+    wait_until(lambda: read_json(run.runner) is not None)
+    launcher.stop()  # what happens when `gpuq serve` stops
+    try:
+        time.sleep(0.2)
+        os.kill(pid, 0)  # still there
+        assert read_json(run.exit) is None
+    finally:
+        os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_launcher_that_died_is_started_again_on_the_next_spawn(tmp_path, launcher, exits):
+    assert launcher._proc is not None
+    launcher._proc.kill()
+    launcher._proc.wait()
+    run = run_dir(tmp_path, ["true"])
+    launcher.spawn(run.path, dict(os.environ))
+    assert exits.wait(10)
+    assert read_json(run.exit)["exit_code"] == 0
