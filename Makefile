@@ -41,12 +41,16 @@ chromium:
 test: lint chromium
 	$(BIN)/pytest
 
-# So far the API and task-spooler benchmarks; each prints a table (see BENCHMARKS.md).
+# The quick versions (a few minutes on 2 cores); each prints its table. BENCHMARKS.md has
+# the full runs and the commands for them.
 bench: $(VENV)/.installed-dev
 	@scripts/ensure-command wrk wrk "the API benchmark"
 	@scripts/ensure-command tsp task-spooler "the task-spooler comparison"
 	$(BIN)/python -m bench.api --seconds 3
-	$(BIN)/python -m bench.vs_tsp --runs 10 --jobs 100
+	$(BIN)/python -m bench.vs_tsp --runs 10 --jobs 200
+	$(BIN)/python -m bench.training --samples 20000 --epochs 4
+	$(BIN)/python -m bench.scheduling --jobs 2000 --queued 10000
+	$(BIN)/python -m bench.scale --sizes 1000,100000 --seconds 2
 
 clean:
 	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts

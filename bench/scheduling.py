@@ -13,7 +13,7 @@ times run time, over 8 x 80 GiB x makespan; a whole-GPU job counts 80 GiB), GPU-
 utilisation, mean and p95 queue wait, makespan. The lower bound on makespan is the total
 GPU-time over 8 GPUs, where a shared job's GPU-time is weighted by its share of the GPU's
 memory (nothing can pack tighter), or the last arrival if that is later. Usage:
-    python -m bench.scheduling [--jobs 5000] [--queued 10000]
+    python -m bench.scheduling [--jobs 5000] [--load 1.5] [--queued 10000]
 """
 
 import argparse
@@ -231,7 +231,7 @@ def scheduler_step_s(queued: int, repeats: int = 3) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--load", type=float, default=1.0, help="whole-GPU demand / capacity")
+    parser.add_argument("--load", type=float, default=1.5, help="whole-GPU demand / capacity")
     parser.add_argument("--queued", type=int, default=10_000)
     args = parser.parse_args()
     jobs = trace(args.jobs, args.load)

@@ -65,6 +65,16 @@ def artifacts_table(artifacts: Sequence[dict[str, Any]]) -> str:
     return table(["NAME", "BYTES", "MODIFIED"], rows)
 
 
+def _rate(samples_per_s: float | None, replicas: int | None) -> str:
+    """Throughput, and per replica where there are several: what all-reduce costs shows."""
+    if not samples_per_s:
+        return ""
+    text = f"{samples_per_s:,.0f} samples/s"
+    if replicas and replicas > 1:
+        text += f" ({samples_per_s / replicas:,.0f} per replica)"
+    return text
+
+
 def job_summary(job: dict[str, Any]) -> str:
     lines = [
         f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
@@ -78,7 +88,7 @@ def job_summary(job: dict[str, Any]) -> str:
     if progress_text(job):
         p = job["progress"]
         extra = [f"step {p['step']}/{p['steps']}" if p.get("step") and p.get("steps") else ""]
-        extra.append(f"{p['samples_per_s']:g} samples/s" if p.get("samples_per_s") else "")
+        extra.append(_rate(p.get("samples_per_s"), job.get("num_replicas")))
         extra.append(
             f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else ""
         )

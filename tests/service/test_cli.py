@@ -114,3 +114,17 @@ def test_the_gpu_table_lines_up_memory_others_and_jobs():
         "0    Fake GPU  in_use  2700/8192       5492      700         3:2048, 4:whole",
         "1    Fake GPU  free    0/8192          8192      -           -",
     ]
+
+
+def test_show_gives_throughput_per_replica_for_a_multi_replica_job():
+    job = {
+        "id": 3,
+        "name": "mlp",
+        "owner": "ana",
+        "status": "succeeded",
+        "assigned_gpus": [0, 1],
+        "num_replicas": 2,
+        "progress": {"epoch": 4, "epochs": 4, "step": 10, "steps": 10, "fraction": 1.0,
+                     "samples_per_s": 17575.0},
+    }  # fmt: skip
+    assert "17,575 samples/s (8,788 per replica)" in tables.job_summary(job)
