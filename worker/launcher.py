@@ -25,9 +25,10 @@ from worker import runner
 READ_CHUNK = 65536
 
 
-def _child(request: dict[str, Any]) -> int:
+def _child(request: dict[str, Any], ready: int) -> int:
     """Runs in the forked child: becomes the job's runner; returns its exit code."""
     os.setsid()
+    os.write(ready, b".")  # the session exists: signals to its group now reach it
     run_dir = Path(request["run_dir"])
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -42,15 +43,23 @@ def _child(request: dict[str, Any]) -> int:
 
 
 def spawn(request: dict[str, Any]) -> int:
+    """Forks the runner; returns its pid once it leads its own session."""
+    readable, ready = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            code = _child(request)
+            os.close(readable)
+            code = _child(request, ready)
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(code)
+    os.close(ready)
+    try:
+        os.read(readable, 1)  # empty if the child died first; its exit is reported anyway
+    finally:
+        os.close(readable)
     return pid
 
 
