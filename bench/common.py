@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from service.states import TERMINAL
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
@@ -72,12 +74,9 @@ def gpuq_server(
             yield url
 
 
-ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
-
-
 def wait_ended(client: httpx.Client, job: dict[str, Any]) -> dict[str, Any]:
     """Long-polls `job` until it ends; returns its final state."""
-    while job["status"] not in ENDED:
+    while job["status"] not in TERMINAL:
         params = {"wait_s": 30, "since": job["revision"]}
         job = client.get(f"/v1/jobs/{job['id']}", params=params).json()
     return job

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import table
+from bench.scale import populate
+from service.runtime import Service
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import GpuSlot, Held, Request, plan
+from service.settings import Settings
 
 GPUS = 8
 GPU_MB = 80 * 1024
@@ -179,9 +182,8 @@ def figures(jobs: list[TraceJob], outcome: Outcome, makespan: float) -> list[str
     ]
 
 
-def planning_time(queued: int, repeats: int = 5) -> tuple[float, float]:
-    """Median seconds of one `plan` call with `queued` jobs waiting on a full box, and the
-    decisions per second that makes."""
+def planning_time(queued: int, repeats: int = 5) -> float:
+    """Median seconds of one `plan` call with `queued` jobs waiting on a full box."""
     jobs = trace(queued, load=1.0, seed=11)
     held = [Held(10**7 + i, i, None, 1e9) for i in range(GPUS)]  # every GPU held whole
     slots = [GpuSlot(i, GPU_MB) for i in range(GPUS)]
@@ -192,16 +194,12 @@ def planning_time(queued: int, repeats: int = 5) -> tuple[float, float]:
         began = time.perf_counter()
         plan(requests, slots, held, now=0.0, usage=usage)
         seconds.append(time.perf_counter() - began)
-    return statistics.median(seconds), 1 / statistics.median(seconds)
+    return statistics.median(seconds)
 
 
 def scheduler_step_s(queued: int, repeats: int = 3) -> float:
     """Median seconds of the real scheduler's placement step (read the queue from SQLite,
     plan, record wait reasons) with `queued` one-GPU jobs waiting and every GPU taken."""
-    from bench.scale import populate
-    from service.runtime import Service
-    from service.settings import Settings
-
     spec = {
         "name": "queued",
         "kind": "command",
@@ -259,11 +257,11 @@ def main() -> None:
             rows,
         )
     )
-    per, rate = planning_time(args.queued)
+    per = planning_time(args.queued)
     mean_ms = gpuq.plan_s / max(gpuq.decisions, 1) * 1e3
     print(
         f"plan(): {per * 1e3:.1f} ms per decision with {args.queued:,} jobs queued "
-        f"({rate:.0f} decisions/s); {mean_ms:.2f} ms on average over the "
+        f"({1 / per:.0f} decisions/s); {mean_ms:.2f} ms on average over the "
         f"{gpuq.decisions:,} decisions of the simulation"
     )
     step = scheduler_step_s(args.queued)

@@ -5,8 +5,8 @@ import sys
 from typing import Any, TextIO
 
 from service.cli.client import Client
+from service.states import TERMINAL
 
-TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
 BAR_WIDTH = 24
 POLL_WAIT_S = 30
 

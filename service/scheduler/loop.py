@@ -314,7 +314,7 @@ class Scheduler:
         for placement in result.placements:
             with self.db.read() as session:
                 chosen = session.get(Job, placement.job_id)
-            if chosen is not None and chosen.status == JobStatus.queued:
+            if chosen is not None:  # _start claims it only if it is still queued
                 self._start(chosen, placement)
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:

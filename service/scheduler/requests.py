@@ -44,8 +44,8 @@ class QueuedJob:
             col(Job.priority),
             col(Job.gpu_count),
             col(Job.memory_mb),
-            func.json_extract(col(Job.spec), "$.resources.gpu_ids"),
-            func.json_extract(col(Job.spec), "$.time_limit_s"),
+            func.json_extract(col(Job.spec), "$.resources.gpu_ids").label("gpu_ids"),
+            func.json_extract(col(Job.spec), "$.time_limit_s").label("time_limit_s"),
             col(Job.depends_on),
             col(Job.held),
             col(Job.retry_at),
@@ -55,21 +55,12 @@ class QueuedJob:
 
     @classmethod
     def from_row(cls, row: Any) -> "QueuedJob":
-        gpu_ids = json.loads(row[5]) if isinstance(row[5], str) else None
-        return cls(
-            id=row[0],
-            owner=row[1],
-            priority=row[2],
-            gpu_count=row[3],
-            memory_mb=row[4],
-            gpu_ids=tuple(gpu_ids) if gpu_ids else None,
-            time_limit_s=row[6],
-            depends_on=list(row[7] or []),
-            held=bool(row[8]),
-            retry_at=row[9],
-            wait_reason=row[10],
-            queue_position=row[11],
-        )
+        values = dict(row._mapping)
+        gpu_ids = json.loads(values["gpu_ids"]) if isinstance(values["gpu_ids"], str) else None
+        values["gpu_ids"] = tuple(gpu_ids) if gpu_ids else None
+        values["depends_on"] = list(values["depends_on"] or [])
+        values["held"] = bool(values["held"])
+        return cls(**values)
 
 
 def request_for_job(job: QueuedJob) -> Request:
