@@ -4,9 +4,7 @@ FROM python:3.11-slim
 ARG EXTRA=gpu
 WORKDIR /opt/gpuq
 COPY pyproject.toml README.md ./
-COPY service ./service
-COPY worker ./worker
-COPY migrations ./migrations
+COPY gpuq ./gpuq
 RUN pip install --no-cache-dir ".[${EXTRA}]"
 
 ENV GPUQ_HOME=/var/lib/gpuq \

@@ -60,7 +60,7 @@ def main() -> None:
     callbacks: list[Any] = [clock]
     with tempfile.TemporaryDirectory() as scratch:
         if args.progress:
-            from worker.progress import GpuqProgress
+            from gpuq.progress import GpuqProgress
 
             callbacks.insert(0, timed(GpuqProgress(os.path.join(scratch, "events.jsonl"))))
         model.fit(x, y, epochs=args.epochs, batch_size=args.batch, callbacks=callbacks, verbose=0)

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from service.states import TERMINAL
+from gpuq.contract.states import TERMINAL
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -69,7 +69,7 @@ def gpuq_server(
             "GPUQ_LOG_LEVEL": "WARNING",
             **env,
         }
-        argv = [PYTHON, "-m", "service.cli.main", "serve", *args]
+        argv = [PYTHON, "-m", "gpuq.service.cli.main", "serve", *args]
         with serving(argv, port, "/healthz", environ) as url:
             yield url
 

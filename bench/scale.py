@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import gpuq_server, table, wrk
-from service import migrate
-from service.db import Database
-from service.jobs import create_job
-from service.spec import JobSpec
-from service.users import OPEN
+from gpuq.contract.spec import JobSpec
+from gpuq.service import migrate
+from gpuq.service.db import Database
+from gpuq.service.jobs import create_job
+from gpuq.service.users import OPEN
 
 SPEC = {"name": "scale", "kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
 COPIED = [

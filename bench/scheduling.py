@@ -29,10 +29,10 @@ from pathlib import Path
 
 from bench.common import table
 from bench.scale import populate
-from service.runtime import Service
-from service.scheduler.fairshare import Interval, decayed_usage
-from service.scheduler.placement import GpuSlot, Held, Request, plan
-from service.settings import Settings
+from gpuq.service.runtime import Service
+from gpuq.service.scheduler.fairshare import Interval, decayed_usage
+from gpuq.service.scheduler.placement import Claim, GpuSlot, Request, plan
+from gpuq.service.settings import Settings
 
 GPUS = 8
 GPU_MB = 80 * 1024
@@ -100,7 +100,7 @@ Policy = Callable[
 
 
 def gpuq_policy(outcome: Outcome, finished: list[Interval]) -> Policy:
-    """Calls `service.scheduler.placement.plan` as the scheduler does, fair share included."""
+    """Calls `gpuq.service.scheduler.placement.plan` as the scheduler does, fair share included."""
 
     def decide(
         now: float,
@@ -108,7 +108,7 @@ def gpuq_policy(outcome: Outcome, finished: list[Interval]) -> Policy:
         running: dict[int, tuple[TraceJob, tuple[int, ...], float]],
     ) -> list[tuple[TraceJob, tuple[int, ...]]]:
         held = [
-            Held(j.job_id, i, j.memory_mb, started + j.limit_s)
+            Claim(j.job_id, i, j.memory_mb, started + j.limit_s)
             for j, gpus, started in running.values()
             for i in gpus
         ]
@@ -185,7 +185,7 @@ def figures(jobs: list[TraceJob], outcome: Outcome, makespan: float) -> list[str
 def planning_time(queued: int, repeats: int = 5) -> float:
     """Median seconds of one `plan` call with `queued` jobs waiting on a full box."""
     jobs = trace(queued, load=1.0, seed=11)
-    held = [Held(10**7 + i, i, None, 1e9) for i in range(GPUS)]  # every GPU held whole
+    held = [Claim(10**7 + i, i, None, 1e9) for i in range(GPUS)]  # every GPU held whole
     slots = [GpuSlot(i, GPU_MB) for i in range(GPUS)]
     usage = {owner: n * 1000.0 for n, owner in enumerate(OWNERS)}
     requests = [j.request() for j in jobs]
@@ -219,9 +219,9 @@ def scheduler_step_s(queued: int, repeats: int = 3) -> float:
                 scheduler.place()
                 seconds.append(time.perf_counter() - began)
         finally:
-            for watch in scheduler.watches.values():
-                watch.signal(signal.SIGKILL)
-            scheduler.launcher.stop()
+            for job_id in list(scheduler.books.running):
+                service.executor.signal(job_id, signal.SIGKILL)
+            service.executor.close()
             service.close()
     return statistics.median(seconds)
 

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from worker.progress import GpuqProgress
+from gpuq import GpuqProgress
 
 # On real GPUs MirroredStrategy() finds the assigned GPUs by itself; on simulated ones each
 # GPU is a logical CPU device.

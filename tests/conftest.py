@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service import migrate
-from service.api.app import create_app
-from service.db import Database
-from service.runtime import Service
-from service.settings import Settings
-from service.users import Caller
+from gpuq.service import migrate
+from gpuq.service.api.app import create_app
+from gpuq.service.db import Database
+from gpuq.service.runtime import Service
+from gpuq.service.settings import Settings
+from gpuq.service.users import Caller
 
 ANA = Caller("ana", admin=False)
 WRITER = Caller("writer", admin=False)

@@ -2,7 +2,7 @@
 
 import threading
 
-from service.gpus.nvml import DeviceReading, ProcessReading
+from gpuq.service.gpus.nvml import DeviceReading, ProcessReading
 
 
 class FakeNvml:

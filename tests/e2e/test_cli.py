@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import job_spec
+from tests.conftest import command_spec, job_spec
 from tests.e2e.server import GPUQ, Server, free_port
 
 pytestmark = pytest.mark.e2e
@@ -110,3 +110,33 @@ def test_a_second_server_on_the_same_state_refuses_to_schedule(server):
     )
     assert done.returncode == 1
     assert "another gpuq serve is already scheduling jobs" in done.stderr
+
+
+def test_hold_priority_release_dry_run_and_audit_through_the_cli(server, tmp_path):
+    blocker, quick = tmp_path / "blocker.json", tmp_path / "quick.json"
+    blocker.write_text(json.dumps(command_spec("import time; time.sleep(60)", gpus=2)))
+    quick.write_text(json.dumps(command_spec("pass", gpus=2)))
+    server.cli("submit", str(blocker))
+    server.wait(1, {"starting", "running"})  # it holds both GPUs
+    assert server.cli("submit", str(quick)) == "submitted job 2 (cmd): queued\n"
+
+    assert server.cli("hold", "2") == "job 2 held: it will not start until `gpuq release 2`\n"
+    assert server.job(2)["held"] is True
+    assert server.cli("priority", "2", "-3") == "job 2 now has priority -3\n"
+    assert server.job(2)["priority"] == -3
+    preview = json.loads(server.cli("submit", str(quick), "--dry-run", "--json"))
+    assert preview["would_start"] is False and preview["jobs_ahead"] == 0, "2 went behind"
+    assert server.cli("submit", str(quick), "--dry-run").startswith("would wait: ")
+    assert server.cli("release", "2") == "job 2 released: it may start again\n"
+    assert server.job(2)["held"] is False
+    assert len(json.loads(server.cli("ls", "--json"))["jobs"]) == 2, "dry runs queue nothing"
+
+    entries = json.loads(server.cli("audit", "--json"))["entries"]
+    assert [(e["action"], e["target"]) for e in entries[:4]] == [
+        ("release", "job/2"),
+        ("priority", "job/2"),
+        ("hold", "job/2"),
+        ("submit", "job/2"),
+    ]
+    server.cli("cancel", "1")
+    assert server.wait(2, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"

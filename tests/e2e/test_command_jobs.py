@@ -69,7 +69,7 @@ def test_reserved_environment_and_missing_programs_are_refused(api):
 
 TF_SCRIPT = """
 import numpy as np, keras, tensorflow as tf
-from worker.progress import GpuqProgress
+from gpuq import GpuqProgress
 devices = [d.name for d in tf.config.list_logical_devices("CPU")]
 print("devices", devices)
 strategy = tf.distribute.MirroredStrategy(devices)

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service import jobs
-from service.db import Database
-from service.spec import JobSpec
-from service.states import JobStatus
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus
+from gpuq.service import jobs
+from gpuq.service.db import Database
 from tests.conftest import WRITER, job_spec
 from tests.e2e.server import Server
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from service.artifacts import check_name, find_artifact, list_artifacts
-from service.errors import Invalid, NotFound
-from worker.rundir import RunDir
+from gpuq.contract.rundir import RunDir
+from gpuq.service.artifacts import check_name, find_artifact, list_artifacts
+from gpuq.service.errors import Invalid, NotFound
 
 
 @pytest.fixture

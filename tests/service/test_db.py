@@ -6,9 +6,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
-from service import migrate
-from service.db import Database
-from service.users import add_user
+from gpuq.service import migrate
+from gpuq.service.db import Database
+from gpuq.service.users import add_user
 
 
 def test_sqlite_runs_in_wal_with_busy_timeout_and_foreign_keys(db: Database):

@@ -1,11 +1,11 @@
 import pytest
 
-from service import jobs
-from service.db import Database
-from service.errors import Conflict, Invalid, NotFound
-from service.models import JobPublic
-from service.spec import JobSpec
-from service.states import JobStatus, Reason
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus, Reason
+from gpuq.service import jobs
+from gpuq.service.db import Database
+from gpuq.service.errors import Conflict, Invalid, NotFound
+from gpuq.service.public import JobPublic
 from tests.conftest import ANA, job_spec
 
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from service.settings import Settings
+from gpuq.service.settings import Settings
 
 
 def test_defaults_match_the_design(monkeypatch, tmp_path):

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from worker.devices import DeviceMismatch, DevicePlan, configure
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.worker.devices import DeviceMismatch, configure
 
 
 class FakeConfig:
@@ -46,37 +47,37 @@ def tf_with(gpus: int) -> SimpleNamespace:
 
 def test_each_gpu_gets_the_cap():
     tf = tf_with(2)
-    names = configure(tf, DevicePlan("gpu", 2, memory_limit_mb=3328))
+    names = configure(tf, DevicePlan("gpu", (0, 1), memory_limit_mb=3328))
     assert tf.config.logical == {"GPU:0": [3328], "GPU:1": [3328]}
     assert names == ["/device:GPU:0", "/device:GPU:1"]
 
 
 def test_virtual_gpus_split_each_gpu():
     tf = tf_with(1)
-    names = configure(tf, DevicePlan("gpu", 1, memory_limit_mb=1000, replicas_per_gpu=3))
+    names = configure(tf, DevicePlan("gpu", (0,), memory_limit_mb=1000, replicas_per_gpu=3))
     assert tf.config.logical == {"GPU:0": [1000, 1000, 1000]}
     assert len(names) == 3
 
 
 def test_memory_growth_instead_of_a_cap():
     tf = tf_with(2)
-    configure(tf, DevicePlan("gpu", 2, memory_growth=True))
+    configure(tf, DevicePlan("gpu", (0, 1), memory_growth=True))
     assert tf.config.growth == ["GPU:0", "GPU:1"] and tf.config.logical == {}
 
 
 def test_fewer_gpus_than_assigned_is_an_error_not_fewer_replicas():
     with pytest.raises(DeviceMismatch, match="given 2 GPUs but TensorFlow sees 1"):
-        configure(tf_with(1), DevicePlan("gpu", 2, memory_limit_mb=1000))
+        configure(tf_with(1), DevicePlan("gpu", (0, 1), memory_limit_mb=1000))
 
 
 def test_simulated_gpus_are_logical_cpus_and_real_gpus_are_hidden():
     tf = tf_with(4)
-    names = configure(tf, DevicePlan("sim", 2, replicas_per_gpu=2))
+    names = configure(tf, DevicePlan("sim", (0, 1), replicas_per_gpu=2))
     assert tf.config.hidden_gpus
     assert names == [f"/device:CPU:{i}" for i in range(4)]
 
 
 def test_a_cpu_job_hides_every_gpu():
     tf = tf_with(2)
-    assert configure(tf, DevicePlan("cpu", 0)) == ["/cpu:0"]
+    assert configure(tf, DevicePlan("cpu")) == ["/cpu:0"]
     assert tf.config.hidden_gpus

@@ -1,4 +1,4 @@
-"""`worker.launcher` through the scheduler's `Launcher`: real forks, sessions and exits."""
+"""`gpuq.worker.launcher` through the service's `Launcher`: real forks, sessions and exits."""
 
 import json
 import os
@@ -9,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from service.scheduler.launch import Launcher
-from worker.rundir import RunDir, read_json
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.rundir import RunDir, read_json
+from gpuq.contract.runspec import RunSpec
+from gpuq.contract.spec import JobSpec
+from gpuq.service.executors.launcher import Launcher
 
 
 def run_dir(tmp_path: Path, argv: list[str]) -> RunDir:
+    """A run directory whose spec.json asks for `argv` as a command job on the CPU."""
     run = RunDir(tmp_path / "run")
     run.create()
-    plan = {"argv": argv, "env": {"GREETING": "hi"}, "cwd": str(run.path), "running_at_start": True}
-    run.launch.write_text(json.dumps(plan))
+    spec = JobSpec(kind="command", command={"argv": argv, "env": {"GREETING": "hi"}})
+    runspec = RunSpec(job_id=1, attempt=1, spec=spec, devices=DevicePlan.cpu())
+    run.spec.write_text(runspec.model_dump_json())
     return run
 
 

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from service import users
-from service.db import Database
+from gpuq.service import users
+from gpuq.service.db import Database
 from tests.conftest import job_spec
 
 PUBLIC = {("GET", "/healthz")}  # liveness stays open

@@ -2,11 +2,11 @@ import json
 
 from sqlmodel import select
 
-from service import jobs
-from service.models import Job, JobMetric
-from service.scheduler.ingest import apply_events, read_events
-from service.spec import JobSpec
-from service.states import JobStatus
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus
+from gpuq.service import jobs
+from gpuq.service.scheduler.ingest import ingest, read_events
+from gpuq.service.tables import JobMetric
 from tests.conftest import ANA, job_spec
 
 
@@ -36,7 +36,7 @@ def step(epoch, n, loss):
     }
 
 
-def test_events_set_progress_metrics_and_running(db):
+def test_events_set_progress_metrics_and_running(db, tmp_path):
     job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     with db.write() as session:
         jobs.transition(session, job.id, JobStatus.starting, attempt=1)
@@ -53,13 +53,14 @@ def test_events_set_progress_metrics_and_running(db):
         # the same epoch again (a re-read after a restart) must not duplicate it
         {"event": "epoch", "epoch": 1, "step": 4, "metrics": {"loss": 0.4}, "progress": {}},
     ]
-    with db.write() as session:
-        row = session.get(Job, job.id)
-        apply_events(session, row, batch, offset=123)
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in batch))
+    offset = ingest(db, job.id, path, 0)
+    assert offset == path.stat().st_size
     job = jobs.get_job(db, job.id)
     assert job.status == JobStatus.running
     assert job.num_replicas == 2
-    assert job.events_offset == 123
+    assert job.events_offset == offset
     assert job.metrics == {"loss": 0.4}
     with db.read() as session:
         rows = session.exec(select(JobMetric)).all()

@@ -7,23 +7,23 @@ import time
 import pytest
 from sqlmodel import select
 
-from service import jobs
-from service.gpus import board as gpu_board
-from service.gpus.board import Board
-from service.gpus.inventory import discover
-from service.models import Allocation
-from service.scheduler import loop
-from service.scheduler.loop import Scheduler, SchedulerLocked
-from service.spec import JobSpec
-from service.states import JobStatus, Reason
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus, Reason
+from gpuq.service import jobs
+from gpuq.service.gpus import registry
+from gpuq.service.gpus.inventory import discover
+from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.scheduler import place
+from gpuq.service.scheduler.loop import Scheduler, SchedulerLocked
+from gpuq.service.tables import Allocation
 from tests.conftest import ANA, command_spec, job_spec
 
 
 @pytest.fixture
 def scheduler(db, settings):
     inventory = discover(settings.gpus)
-    gpu_board.sync(db, inventory)
-    return Scheduler(db, settings, Board(db, inventory))
+    registry.sync(db, inventory)
+    return Scheduler(db, settings, GpuRegistry(db, inventory))
 
 
 def queue(db, **overrides) -> int:
@@ -89,7 +89,7 @@ def test_a_job_that_exited_while_the_service_was_down_is_judged_by_its_exit_reco
 def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
     scheduler.start()
     try:
-        other = Scheduler(db, settings, scheduler.board)
+        other = Scheduler(db, settings, scheduler.books.gpus)
         with pytest.raises(SchedulerLocked, match="already scheduling"):
             other.start()
     finally:
@@ -99,8 +99,8 @@ def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
 def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
     db, scheduler, monkeypatch
 ):
-    monkeypatch.setattr(loop, "POSITIONS_EVERY_S", 0.5)
-    scheduler.settings = scheduler.settings.model_copy(update={"max_cpu_jobs": 1})
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.5)
+    scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
     spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
     first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
     try:
@@ -109,7 +109,8 @@ def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
         assert [jobs.get_job(db, i).queue_position for i in (second, third)] == [1, 2]
         with db.write() as session:  # the first ends; the second can start
             jobs.transition(session, first, JobStatus.cancelled)
-        scheduler.watches.pop(first).signal(signal.SIGKILL)
+        scheduler.books.executor.signal(first, signal.SIGKILL)
+        scheduler.books.running.pop(first)
         scheduler.place()
         assert jobs.get_job(db, second).status == JobStatus.starting
         # Same wait reason, so its row is not rewritten on this start ...
@@ -118,6 +119,6 @@ def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
         scheduler.place()  # ... but once the period is over
         assert jobs.get_job(db, third).queue_position == 1
     finally:
-        for watch in scheduler.watches.values():
-            watch.signal(signal.SIGKILL)
-        scheduler.launcher.stop()
+        for job_id in list(scheduler.books.running):
+            scheduler.books.executor.signal(job_id, signal.SIGKILL)
+        scheduler.books.executor.close()

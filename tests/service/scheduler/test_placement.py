@@ -3,7 +3,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.scheduler.placement import GpuSlot, Held, Request, earliest_start, plan
+from gpuq.service.scheduler.placement import Claim, GpuSlot, Request, earliest_start, plan
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
 
@@ -33,20 +33,20 @@ def test_shared_jobs_pack_by_declared_memory():
 
 
 def test_best_fit_prefers_the_fuller_gpu():
-    held = [Held(9, 1, 6000)]
+    held = [Claim(9, 1, 6000)]
     result = plan([Request(1, 0, 1, None, 2000)], GPUS, held)
     assert result.placements[0].gpu_indices == (1,)
 
 
 def test_whole_gpu_job_does_not_share():
-    held = [Held(9, 0, 1000)]
+    held = [Claim(9, 0, 1000)]
     result = plan([Request(1, 0, 2)], GPUS, held)
     assert not result.placements
     assert "GPU 0 has 7192 MiB free" in result.waiting[1]
 
 
 def test_nothing_shares_a_whole_gpu():
-    held = [Held(9, 0, None), Held(8, 1, None)]
+    held = [Claim(9, 0, None), Claim(8, 1, None)]
     result = plan([Request(1, 0, 1, None, 100)], GPUS, held)
     assert "GPU 0 is held whole by job 9" in result.waiting[1]
 
@@ -59,7 +59,7 @@ def test_foreign_memory_is_subtracted():
 
 def test_a_blocked_gpu_job_holds_back_later_gpu_jobs_but_not_cpu_jobs():
     queue = [Request(1, 0, 2), Request(2, 0, 1), Request(3, 0, 0)]
-    result = plan(queue, GPUS, [Held(9, 0, None)], cpu_slots=1)
+    result = plan(queue, GPUS, [Claim(9, 0, None)], cpu_slots=1)
     assert [p.job_id for p in result.placements] == [3]
     assert result.waiting[2] == (
         "waiting behind job 1, which starts first "
@@ -119,7 +119,7 @@ def test_a_two_gpu_job_gets_an_nvlinked_pair():
 
 
 def test_the_closest_free_pair_wins_when_the_best_is_taken():
-    held = [Held(9, 0, None)]
+    held = [Claim(9, 0, None)]
     result = plan([Request(1, 0, 2)], FOUR, held, topology=NVLINKED)
     assert result.placements[0].gpu_indices == (1, 3)
 
@@ -145,7 +145,7 @@ def test_draining_and_quarantined_gpus_take_nothing():
     held_gpu=st.integers(0, 3),
 )
 def test_explicit_gpu_ids_are_honoured_or_the_job_waits(ids, memory, held_gpu):
-    held = [Held(9, held_gpu, 4096)]
+    held = [Claim(9, held_gpu, 4096)]
     result = plan([Request(1, 0, len(ids), tuple(ids), memory)], FOUR, held, topology=NVLINKED)
     if result.placements:
         assert result.placements[0].gpu_indices == tuple(ids)
@@ -164,7 +164,7 @@ def test_a_light_user_goes_before_a_heavy_one_at_equal_priority():
         Request(3, 0, 1, owner="heavy"),
         Request(4, 5, 1, owner="heavy"),
     ]
-    held = [Held(9, 0, None)]  # one GPU free
+    held = [Claim(9, 0, None)]  # one GPU free
     result = plan(queue, GPUS, held, usage={"heavy": 9000.0, "light": 10.0})
     assert [p.job_id for p in result.placements] == [4]
     result = plan(queue[:3], GPUS, held, usage={"heavy": 9000.0, "light": 10.0})
@@ -191,7 +191,7 @@ def test_jobs_placed_in_one_plan_count_against_the_quota():
 
 def test_a_short_job_backfills_when_it_ends_before_the_head_can_start():
     # GPU 0 is held until t=100; the head needs all four GPUs, so it starts at 100 at best.
-    held = [Held(9, 0, None, ends_at=100.0)]
+    held = [Claim(9, 0, None, ends_at=100.0)]
     queue = [
         Request(1, 0, 4),
         Request(2, 0, 1, time_limit_s=50),
@@ -203,7 +203,7 @@ def test_a_short_job_backfills_when_it_ends_before_the_head_can_start():
 
 
 def test_a_job_may_backfill_on_gpus_the_head_will_not_use():
-    held = [Held(9, 0, None, ends_at=100.0)]
+    held = [Claim(9, 0, None, ends_at=100.0)]
     head = Request(1, 0, 1, gpu_ids=(0,))
     long_job = Request(2, 0, 1, time_limit_s=10_000)
     result = plan([head, long_job], GPUS, held, now=0.0)
@@ -211,7 +211,7 @@ def test_a_job_may_backfill_on_gpus_the_head_will_not_use():
 
 
 def test_nothing_backfills_ahead_of_a_head_whose_start_is_unknown():
-    held = [Held(9, 0, None, ends_at=None)]  # a running job without a time limit
+    held = [Claim(9, 0, None, ends_at=None)]  # a running job without a time limit
     queue = [Request(1, 0, 2), Request(2, 0, 1, time_limit_s=1)]
     result = plan(queue, GPUS, held, now=0.0)
     assert result.placements == []
@@ -229,7 +229,7 @@ requests_with_limits = st.builds(
 )
 holds = st.lists(
     st.builds(
-        Held,
+        Claim,
         job_id=st.integers(20_000, 30_000),
         gpu_index=st.integers(0, 3),
         memory_mb=st.one_of(st.none(), st.integers(500, 4000)),
@@ -250,7 +250,7 @@ def test_backfill_never_delays_the_head_job(queue, held):
 
     def as_holds(placements):
         return [
-            Held(
+            Claim(
                 p.job_id,
                 g,
                 p.memory_mb,

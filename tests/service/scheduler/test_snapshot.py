@@ -4,24 +4,24 @@ from datetime import timedelta
 
 import pytest
 
-from service import jobs
-from service.db import utcnow
-from service.gpus import board as gpu_board
-from service.gpus.board import Board
-from service.gpus.inventory import discover
-from service.models import Job
-from service.scheduler import snapshot
-from service.spec import JobSpec
-from service.states import JobStatus
-from service.users import Caller
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus
+from gpuq.service import jobs
+from gpuq.service.db import utcnow
+from gpuq.service.gpus import registry
+from gpuq.service.gpus.inventory import discover
+from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.scheduler import snapshot
+from gpuq.service.tables import Job
+from gpuq.service.users import Caller
 from tests.conftest import job_spec
 
 
 @pytest.fixture
-def board(db, settings):
+def gpus(db, settings):
     inventory = discover(settings.gpus)
-    gpu_board.sync(db, inventory)
-    return Board(db, inventory)
+    registry.sync(db, inventory)
+    return GpuRegistry(db, inventory)
 
 
 def submit(db, owner: str, **overrides) -> int:
@@ -47,59 +47,59 @@ def ran(db, owner: str, hours_ago: float, hours: float, gpus: int = 2) -> None:
         )
 
 
-def take(db, board, settings):
-    snap = snapshot.take(db, board, settings, cpu_busy=0, job_groups=set())
+def take(db, gpus, settings):
+    snap = snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set())
     assert snap is not None
     return snap
 
 
-def test_a_heavy_users_older_job_waits_behind_a_light_users_newer_one(db, board, settings):
+def test_a_heavy_users_older_job_waits_behind_a_light_users_newer_one(db, gpus, settings):
     ran(db, "heavy", hours_ago=1, hours=8)
     ran(db, "light", hours_ago=1, hours=0.1)
     heavy_job = submit(db, "heavy", resources={"gpus": 2})
     light_job = submit(db, "light", resources={"gpus": 2})
-    snap = take(db, board, settings)
+    snap = take(db, gpus, settings)
     assert snap.inputs.usage["heavy"] > 10 * snap.inputs.usage["light"]
     assert snap.positions == [light_job, heavy_job]
     result = snap.inputs.plan()
     assert [p.job_id for p in result.placements] == [light_job]
 
 
-def test_usage_fades_with_the_half_life(db, board, settings):
+def test_usage_fades_with_the_half_life(db, gpus, settings):
     ran(db, "ana", hours_ago=0, hours=1)
-    fresh = take(db, board, settings).inputs.usage["ana"]
+    fresh = take(db, gpus, settings).inputs.usage["ana"]
     ran(db, "bo", hours_ago=settings.fair_share_half_life_s / 3600, hours=1)
-    faded = take(db, board, settings).inputs.usage["bo"]
+    faded = take(db, gpus, settings).inputs.usage["bo"]
     assert faded == pytest.approx(fresh / 2, rel=0.01)
 
 
-def test_held_jobs_and_unmet_dependencies_are_not_considered(db, board, settings):
+def test_held_jobs_and_unmet_dependencies_are_not_considered(db, gpus, settings):
     first = submit(db, "ana")
     held = submit(db, "ana")
     jobs.set_held(db, held, Caller("ana", admin=False), held=True)
     later = submit(db, "ana", depends_on=[first])
-    snap = take(db, board, settings)
+    snap = take(db, gpus, settings)
     assert [r.job_id for r in snap.inputs.queue] == [first]
     assert snap.blocked[held] == f"held: `POST /v1/jobs/{held}/release` lets it start"
     assert snap.blocked[later] == f"waiting for job {first} to succeed (it is queued)"
     assert snap.positions == [first, held, later]
 
 
-def test_a_failed_dependency_dooms_the_job(db, board, settings):
+def test_a_failed_dependency_dooms_the_job(db, gpus, settings):
     first = submit(db, "ana")
     later = submit(db, "ana", depends_on=[first])
     with db.write() as session:
         jobs.transition(session, first, JobStatus.starting, attempt=1)
         jobs.transition(session, first, JobStatus.failed)
-    snap = take(db, board, settings)
+    snap = take(db, gpus, settings)
     assert snap.doomed == {later: f"it depends on job {first}, which ended failed"}
 
 
-def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, board, settings):
+def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, gpus, settings):
     assert (
-        snapshot.take(db, board, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True) is None
+        snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True) is None
     )
-    assert take(db, board, settings).queued == {}
+    assert take(db, gpus, settings).queued == {}
     submit(db, "ana")
-    busy = snapshot.take(db, board, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True)
+    busy = snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True)
     assert busy is not None and list(busy.queued) == [1]

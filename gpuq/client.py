@@ -1,0 +1,209 @@
+"""A typed Python client for gpuq, for notebooks and scripts.
+
+    from gpuq.client import Gpuq
+
+    with Gpuq() as gq:  # GPUQ_URL and GPUQ_TOKEN, or Gpuq(url=..., token=...)
+        job = gq.submit({"name": "mlp", "keras": {...}, "resources": {"gpus": 1}})
+        job = gq.wait(job.id)
+        print(job.status, job.metrics)
+        gq.download(job.id, "model.keras", "mlp.keras")
+
+Every refusal or unreachable server raises `gpuq.http.ApiError`, whose message is the
+server's (`404: no job 7`) and whose `status_code` is the HTTP status.
+"""
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import TERMINAL, JobStatus, Reason
+from gpuq.http import ApiError, Client
+
+__all__ = ["ApiError", "Artifact", "Gpuq", "Job", "Preview", "Progress"]
+
+#: Seconds one long poll may wait on the server; `wait` repeats it until the job ends.
+POLL_WAIT_S = 30.0
+
+
+class _Answer(BaseModel):
+    # Newer servers may send more fields; an older client keeps working.
+    model_config = ConfigDict(extra="ignore")
+
+
+class Progress(_Answer):
+    """Where training is; all None before the first epoch (and for command jobs)."""
+
+    epoch: int | None = None
+    epochs: int | None = None
+    step: int | None = None
+    steps: int | None = None
+    fraction: float | None = None  #: share of all training done, 0..1
+    samples_per_s: float | None = None
+    eta_s: float | None = None
+
+
+class Job(_Answer):
+    """A job as the server last reported it (the main fields of `GET /v1/jobs/{id}`)."""
+
+    id: int
+    name: str
+    owner: str
+    status: JobStatus
+    reason: Reason | None = None  #: why it ended, once it has
+    message: str | None = None  #: one line about `reason`, with a hint
+    exit_code: int | None = None
+    assigned_gpus: list[int] = Field(default_factory=list)
+    attempt: int = 0  #: from 1 once launched
+    priority: int = 0
+    held: bool = False
+    wait_reason: str | None = None  #: why a queued job is not running yet
+    queue_position: int | None = None
+    progress: Progress = Field(default_factory=Progress)
+    metrics: dict[str, float | None] = Field(default_factory=dict)  #: None for NaN
+    log_tail: list[str] = Field(default_factory=list)  #: last lines of a job that failed
+    revision: int  #: grows at every change
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once the job is in a final state (succeeded, failed, cancelled, timed_out)."""
+        return self.status in TERMINAL
+
+
+class Preview(_Answer):
+    """A dry run: where a job would start now, or why it would wait."""
+
+    would_start: bool
+    assigned_gpus: list[int] = Field(default_factory=list)
+    memory_mb: int | None = None
+    wait_reason: str | None = None
+    jobs_ahead: int = 0
+
+
+class Artifact(_Answer):
+    """One file a job left, e.g. `model.keras` or `checkpoints/latest.weights.h5`."""
+
+    name: str
+    size_bytes: int
+    modified_at: datetime
+
+
+def _spec_json(spec: JobSpec | dict[str, Any]) -> Any:
+    """The request body for `spec`: a dict as given, a `JobSpec` as the fields it was given."""
+    if isinstance(spec, JobSpec):
+        return spec.model_dump(mode="json", exclude_unset=True)
+    return spec
+
+
+class Gpuq:
+    """One gpuq server. `url` and `token` default to `GPUQ_URL` and `GPUQ_TOKEN`; `http`
+    is a ready `gpuq.http.Client` to use instead."""
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, *, http: Client | None = None
+    ) -> None:
+        self.http = http or Client(url, token)
+
+    def submit(self, spec: JobSpec | dict[str, Any], *, idempotency_key: str | None = None) -> Job:
+        """Queues a job; the same `idempotency_key` again returns the same job, not a new one.
+        A spec that can never run here raises `ApiError` (422) naming the field."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._job("POST", "/v1/jobs", json=_spec_json(spec), headers=headers)
+
+    def preview(self, spec: JobSpec | dict[str, Any]) -> Preview:
+        """Where `spec` would start now, or why it would wait; nothing is queued."""
+        answer = self.http.json(
+            "POST", "/v1/jobs", json=_spec_json(spec), params={"dry_run": "true"}
+        )
+        return Preview.model_validate(answer)
+
+    def get(self, job_id: int) -> Job:
+        """The job now."""
+        return self._job("GET", f"/v1/jobs/{job_id}")
+
+    def jobs(
+        self, *, status: list[JobStatus] | None = None, owner: str | None = None, limit: int = 50
+    ) -> list[Job]:
+        """The newest `limit` jobs (at most 500), optionally only these states or owner."""
+        params: dict[str, Any] = {"limit": limit, "status": [str(s) for s in status or []]}
+        if owner:
+            params["owner"] = owner
+        page = self.http.json("GET", "/v1/jobs", params=params)
+        return [Job.model_validate(j) for j in page["jobs"]]
+
+    def wait(self, job_id: int, timeout_s: float | None = None) -> Job:
+        """The job once it has ended, by long polls; `TimeoutError` after `timeout_s`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        job = self.get(job_id)
+        while not job.done:
+            wait_s = POLL_WAIT_S
+            if deadline is not None:
+                wait_s = min(wait_s, deadline - time.monotonic())
+                if wait_s <= 0:
+                    raise TimeoutError(f"job {job_id} is still {job.status} after {timeout_s} s")
+            params = {"wait_s": wait_s, "since": job.revision}
+            job = self._job("GET", f"/v1/jobs/{job_id}", params=params, timeout=wait_s + 30)
+        return job
+
+    def logs(self, job_id: int, tail: int | None = None) -> str:
+        """The current attempt's output (stdout and stderr); `tail`: only the last lines."""
+        params = {"tail": tail} if tail else {}
+        return self.http.request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
+
+    def cancel(self, job_id: int) -> Job:
+        """Cancels a queued job at once; a running one is stopping when this returns."""
+        return self._job("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def hold(self, job_id: int) -> Job:
+        """Keeps a queued job from starting until `release`."""
+        return self._job("POST", f"/v1/jobs/{job_id}/hold")
+
+    def release(self, job_id: int) -> Job:
+        """Lets a held job start again."""
+        return self._job("POST", f"/v1/jobs/{job_id}/release")
+
+    def set_priority(self, job_id: int, priority: int) -> Job:
+        """Changes a job's priority: admins freely, its owner only downwards."""
+        return self._job("PATCH", f"/v1/jobs/{job_id}", json={"priority": priority})
+
+    def artifacts(self, job_id: int, attempt: int | None = None) -> list[Artifact]:
+        """The files the job's latest (or given) attempt left."""
+        params = {"attempt": attempt} if attempt else {}
+        listing = self.http.json("GET", f"/v1/jobs/{job_id}/artifacts", params=params)
+        return [Artifact.model_validate(a) for a in listing["artifacts"]]
+
+    def download(
+        self,
+        job_id: int,
+        name: str,
+        path: str | Path | None = None,
+        *,
+        attempt: int | None = None,
+    ) -> Path:
+        """Saves the artifact `name` to `path` (default: its base name in the current
+        folder; a folder: that name inside it) and returns where it went."""
+        target = Path(path) if path is not None else Path(name.rsplit("/", 1)[-1])
+        if target.is_dir():
+            target = target / name.rsplit("/", 1)[-1]
+        params = {"attempt": attempt} if attempt else {}
+        self.http.download(f"/v1/jobs/{job_id}/artifacts/{name}", target, **params)
+        return target
+
+    def close(self) -> None:
+        """Closes the connections."""
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _job(self, method: str, path: str, **kwargs: Any) -> Job:
+        return Job.model_validate(self.http.json(method, path, **kwargs))

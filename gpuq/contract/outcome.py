@@ -1,0 +1,112 @@
+"""How a finished job is judged: its final state, reason and one-line explanation.
+
+The one place that turns an exit into a reason: `exit.json` (the runner's record), the
+exit code's meaning (`exits.REASONS`), why the scheduler stopped the job, and the words
+the training process or the scheduler left about it.
+"""
+
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuq.contract.exits import REASONS
+from gpuq.contract.states import JobStatus, Reason
+
+HINTS = {
+    Reason.gpu_oom: "lower batch_size or raise memory_mb",
+    Reason.memory_cap_exceeded: "raise memory_mb or lower batch_size",
+    Reason.host_oom: "lower batch_size or use a smaller data set",
+    Reason.invalid_spec: "check the job spec against the API docs at /docs",
+    Reason.device_mismatch: "the GPUs may have changed; check `gpuq gpus`",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: JobStatus
+    reason: Reason | None
+    message: str
+    exit_code: int | None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+OOM_MARKERS = ("ResourceExhaustedError", "OOM when allocating", "CUDA out of memory")
+
+
+def classify(
+    *,
+    exit_info: dict[str, Any] | None,
+    detail: str | None,
+    stop_reason: Reason | None,
+    time_limit_s: float | None,
+    builtin: bool = True,
+    log_tail: Sequence[str] = (),
+) -> Outcome:
+    """Judges a job from the runner's `exit.json`, the words left about its end (`detail`:
+    the training process's `failed` event, or the scheduler's over-cap kill), whether the
+    scheduler stopped it, and (for a user's own program) its last log lines.
+
+    Exit codes mean something only for gpuq's own training process (`builtin`); a user's
+    program may use any code."""
+    code = exit_info.get("exit_code") if exit_info else None
+    if stop_reason == Reason.time_limit:
+        return Outcome(
+            JobStatus.timed_out,
+            Reason.time_limit,
+            f"stopped after reaching its time limit of {time_limit_s:g} s",
+            code,
+        )
+    if stop_reason == Reason.memory_cap_exceeded:
+        over = detail or "went over its GPU memory cap"
+        return Outcome(
+            JobStatus.failed,
+            Reason.memory_cap_exceeded,
+            f"{over}: {HINTS[Reason.memory_cap_exceeded]}",
+            code,
+        )
+    if stop_reason == Reason.cancelled_by_user:
+        return Outcome(
+            JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code
+        )
+    if exit_info is None:
+        return Outcome(
+            JobStatus.failed,
+            Reason.worker_lost,
+            "the job's runner ended without recording an exit (killed, or the host restarted)",
+            None,
+        )
+    if exit_info.get("spawn_error"):
+        return Outcome(JobStatus.failed, Reason.launch_error, exit_info["spawn_error"], code)
+    if code == 0:
+        return Outcome(JobStatus.succeeded, None, "trained and saved", 0)
+    if code is None and exit_info.get("oom_killed"):
+        return Outcome(
+            JobStatus.failed,
+            Reason.host_oom,
+            "the kernel's out-of-memory killer stopped the training process (host memory "
+            f"ran out): {HINTS[Reason.host_oom]}",
+            None,
+        )
+    if code is None:
+        number = int(exit_info.get("signal") or 0)
+        return Outcome(
+            JobStatus.failed,
+            Reason.signal,
+            f"the training process was killed by {_signal_name(number)}"
+            + ("; SIGKILL often means the host ran out of memory" if number == 9 else ""),
+            None,
+        )
+    reason = REASONS.get(code, Reason.nonzero_exit) if builtin else Reason.nonzero_exit
+    said = detail or f"the {'training process' if builtin else 'program'} exited with code {code}"
+    oom = next((line for line in reversed(log_tail) if any(m in line for m in OOM_MARKERS)), None)
+    if reason == Reason.nonzero_exit and oom is not None and detail is None:
+        reason, said = Reason.gpu_oom, f"ran out of GPU memory ({oom.strip()[:300]})"
+    hint = HINTS.get(reason)
+    return Outcome(JobStatus.failed, reason, f"{said}: {hint}" if hint else said, code)

@@ -1,0 +1,40 @@
+"""What the service hands a worker: `spec.json` (the job spec plus its device plan) and the
+environment its runner starts with."""
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel
+
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.rundir import RunDir
+from gpuq.contract.spec import JobSpec
+
+
+class RunSpec(BaseModel):
+    job_id: int
+    attempt: int
+    spec: JobSpec
+    devices: DevicePlan
+
+
+def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[str, str]:
+    """The runner's environment: `base` (the service's) minus gpuq's own settings, plus the
+    GPUs and the job's folders."""
+    env = {k: v for k, v in base.items() if not k.startswith("GPUQ_")}
+    env.update(
+        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in run.devices.indices),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        GPUQ_JOB_ID=str(run.job_id),
+        GPUQ_ATTEMPT=str(run.attempt),
+        GPUQ_RUN_DIR=str(run_dir.path),
+        GPUQ_EVENTS=str(run_dir.events),
+        GPUQ_ARTIFACTS_DIR=str(run_dir.artifacts),
+        GPUQ_CHECKPOINT_DIR=str(run_dir.checkpoints),
+        GPUQ_TENSORBOARD_DIR=str(run_dir.tensorboard),
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if run.devices.memory_limit_mb is not None:
+        # The async allocator ignores TensorFlow's per-device limit: it would lift the cap.
+        env.pop("TF_GPU_ALLOCATOR", None)
+    return env

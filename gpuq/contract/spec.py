@@ -1,0 +1,351 @@
+"""The job spec: the body of `POST /v1/jobs`, also read back by the worker from spec.json.
+
+Everything here is checked before a job is accepted, so a worker only ever sees specs that
+parse. Checks that need the box (GPU count, file paths) live in `service.admission`.
+"""
+
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+MAX_GPUS = 64
+
+
+# Pydantic inspects a field's default factory each time it builds a default, and a
+# builtin's signature (`list`, `dict`) is parsed from text every time: about 0.25 ms per
+# field, several per job row. A plain function is inspected in microseconds.
+def empty_list() -> list[Any]:
+    return []
+
+
+def empty_dict() -> dict[str, Any]:
+    return {}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+def _host_path(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("must not contain NUL characters")
+    if ".." in PurePosixPath(value).parts:
+        raise ValueError("must not contain '..' segments; give the real absolute path")
+    return value
+
+
+#: A path on the gpuq host: no NUL bytes, no `..` tricks (checked for existence at submit).
+HostPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_host_path)]
+
+
+class Head(StrictModel):
+    outputs: int = Field(1, ge=1, le=100_000, description="Width of the output layer.")
+    activation: Literal["relu", "gelu", "tanh", "sigmoid", "elu", "swish"] = Field(
+        "relu", description="Activation of the hidden layers."
+    )
+    output_activation: Literal["linear", "sigmoid", "softmax"] = Field(
+        "linear", description="`softmax` for class probabilities, `linear` for regression."
+    )
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after each hidden layer.")
+
+
+class MlpModel(Head):
+    builtin: Literal["mlp"] = Field(description="A fully connected network built by gpuq.")
+    hidden_units: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        [128, 64], min_length=1, max_length=32, description="Width of each hidden Dense layer."
+    )
+
+
+class CnnModel(Head):
+    builtin: Literal["cnn"] = Field(
+        description="Conv2D blocks (conv + max-pool) and a Dense head, for image inputs "
+        "shaped (height, width, channels)."
+    )
+    filters: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        [32, 64], min_length=1, max_length=8, description="Filters of each Conv2D block."
+    )
+    kernel_size: int = Field(3, ge=1, le=15, description="Square kernel size of every Conv2D.")
+    dense_units: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        [128], max_length=8, description="Hidden Dense layers after the conv blocks."
+    )
+
+
+class KerasJsonModel(StrictModel):
+    keras_json: str = Field(
+        min_length=2,
+        max_length=512 * 1024,
+        description="`model.to_json()` of a Keras 3 model, built from an allow-list of layer "
+        "types (no Lambda, no custom objects). Its input shape must match the data.",
+    )
+
+    @field_validator("keras_json")
+    @classmethod
+    def _safe(cls, text: str) -> str:
+        from gpuq.contract import keras_json
+
+        try:
+            keras_json.check(text)
+        except keras_json.UnsafeModel as exc:
+            raise ValueError(str(exc)) from None
+        return text
+
+
+def _model_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return value.get("builtin") or ("keras_json" if "keras_json" in value else None)
+    return getattr(value, "builtin", None) or (
+        "keras_json" if hasattr(value, "keras_json") else None
+    )
+
+
+Model = Annotated[
+    Annotated[MlpModel, Tag("mlp")]
+    | Annotated[CnnModel, Tag("cnn")]
+    | Annotated[KerasJsonModel, Tag("keras_json")],
+    Discriminator(
+        _model_tag,
+        custom_error_type="model_kind",
+        custom_error_message="model needs `builtin` (mlp or cnn) or `keras_json`",
+    ),
+]
+
+
+class SyntheticData(StrictModel):
+    source: Literal["synthetic"] = Field(description="Random data generated in the worker.")
+    samples: int = Field(2000, ge=1, le=10_000_000, description="Number of examples.")
+    features: int = Field(32, ge=1, le=100_000, description="Inputs per example.")
+    task: Literal["regression", "classification"] = Field(
+        "regression", description="Real-valued targets, or class labels."
+    )
+    classes: int = Field(2, ge=2, le=100_000, description="Number of classes (classification).")
+    image_shape: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
+        None,
+        min_length=3,
+        max_length=3,
+        description="Generate images of this (height, width, channels) instead of `features`.",
+    )
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the generator.")
+
+
+class NpzData(StrictModel):
+    source: Literal["npz"] = Field(description="Arrays from a NumPy .npz file on this host.")
+    path: HostPath = Field(description="Absolute path of the .npz file.")
+    x: str = Field("x", min_length=1, max_length=256, description="Array name of the inputs.")
+    y: str = Field("y", min_length=1, max_length=256, description="Array name of the targets.")
+
+
+class CsvData(StrictModel):
+    source: Literal["csv"] = Field(description="A CSV file with a header row on this host.")
+    path: HostPath = Field(description="Absolute path of the .csv file.")
+    label: str = Field(
+        min_length=1,
+        max_length=256,
+        description="Column holding the target; the other columns (all numeric) are the inputs.",
+    )
+    delimiter: str = Field(",", min_length=1, max_length=1, description="Field separator.")
+
+
+Data = Annotated[SyntheticData | NpzData | CsvData, Field(discriminator="source")]
+
+Loss = Literal[
+    "mse",
+    "mae",
+    "huber",
+    "binary_crossentropy",
+    "categorical_crossentropy",
+    "sparse_categorical_crossentropy",
+]
+Metric = Literal["mae", "mse", "accuracy", "sparse_categorical_accuracy", "binary_accuracy"]
+
+
+class KerasSpec(StrictModel):
+    model: Model = Field(description="The model: a builtin (`mlp`, `cnn`) or `keras_json`.")
+    data: Data = Field(description="Where the training data comes from (`source`).")
+    epochs: int = Field(1, ge=1, le=100_000, description="Passes over the training data.")
+    batch_size: int = Field(
+        32, ge=1, le=1_000_000, description="Global batch, split across the replicas."
+    )
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop"] = Field("adam", description="Optimizer.")
+    learning_rate: float = Field(0.001, gt=0.0, le=10.0, description="Optimizer step size.")
+    loss: Loss = Field("mse", description="Keras loss name.")
+    metrics: list[Metric] = Field(
+        default_factory=empty_list, max_length=8, description="Keras metrics reported each epoch."
+    )
+    validation_split: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Share of the data held out to report `val_` metrics."
+    )
+    shuffle: bool = Field(True, description="Shuffle the training data each epoch.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for weights and shuffling.")
+    log_device_placement: bool = Field(
+        False, description="Log which device runs each TensorFlow op (into this job's log)."
+    )
+    soft_device_placement: bool = Field(
+        True, description="Let TensorFlow fall back to another device for ops it cannot place."
+    )
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> "KerasSpec":
+        data = self.data
+        flat = isinstance(data, CsvData) or (
+            isinstance(data, SyntheticData) and data.image_shape is None
+        )
+        if isinstance(self.model, CnnModel) and flat:
+            raise ValueError(
+                "the cnn model needs image data: synthetic with image_shape, or npz images"
+            )
+        if (
+            self.loss == "sparse_categorical_crossentropy"
+            and isinstance(data, SyntheticData)
+            and data.task == "classification"
+            and isinstance(self.model, Head)
+            and self.model.outputs != data.classes
+        ):
+            raise ValueError(
+                f"model.outputs ({self.model.outputs}) must equal data.classes ({data.classes})"
+                " for sparse_categorical_crossentropy"
+            )
+        if (
+            isinstance(data, SyntheticData)
+            and self.validation_split * data.samples >= data.samples - 1
+        ):
+            raise ValueError("validation_split leaves no samples to train on")
+        return self
+
+
+class Resources(StrictModel):
+    gpus: int | None = Field(
+        None, ge=0, le=MAX_GPUS, description="How many GPUs; 0 runs on the CPU. Default 1."
+    )
+    gpu_ids: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None, min_length=1, max_length=MAX_GPUS, description="Explicit GPU indices to run on."
+    )
+    memory_mb: int | None = Field(
+        None,
+        ge=1,
+        le=10_000_000,
+        description="Per-GPU memory cap in MiB, headroom included; GPUs are shared (packed). "
+        "Leave out for whole GPUs.",
+    )
+    memory_growth: bool = Field(
+        False, description="Let TensorFlow grow its GPU memory on demand instead of a fixed cap."
+    )
+    replicas_per_gpu: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Split each assigned GPU into this many logical GPUs (memory cap divided "
+        "evenly), so one GPU can run a multi-replica MirroredStrategy job.",
+    )
+
+    @model_validator(mode="after")
+    def _check_gpus(self) -> "Resources":
+        if self.gpu_ids is not None:
+            if len(set(self.gpu_ids)) != len(self.gpu_ids):
+                raise ValueError("gpu_ids must not repeat a GPU")
+            if self.gpus is not None and self.gpus != len(self.gpu_ids):
+                raise ValueError(f"gpus ({self.gpus}) disagrees with gpu_ids ({self.gpu_ids})")
+        if self.replicas_per_gpu > 1 and self.memory_growth:
+            raise ValueError("replicas_per_gpu needs fixed memory caps; drop memory_growth")
+        if self.replicas_per_gpu > 1 and self.gpu_count == 0:
+            raise ValueError("replicas_per_gpu needs at least one GPU")
+        return self
+
+    @property
+    def gpu_count(self) -> int:
+        if self.gpu_ids is not None:
+            return len(self.gpu_ids)
+        return 1 if self.gpus is None else self.gpus
+
+
+RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_GPU_ALLOCATOR")
+
+
+class CommandSpec(StrictModel):
+    argv: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1,
+        max_length=1024,
+        description="The program and its arguments, run directly (no shell). A bare name is "
+        "looked up on the service's PATH.",
+    )
+    workdir: HostPath | None = Field(
+        None, description="Absolute working directory; default the run dir."
+    )
+    env: dict[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
+        Annotated[str, Field(max_length=32768)],
+    ] = Field(
+        default_factory=empty_dict,
+        max_length=256,
+        description="Extra environment variables. The GPU variables are gpuq's to set.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "CommandSpec":
+        if any("\0" in part for part in self.argv):
+            raise ValueError("argv must not contain NUL characters")
+        if "/" in self.argv[0]:
+            _host_path(self.argv[0])
+        taken = sorted(k for k in self.env if k in RESERVED_ENV or k.startswith("GPUQ_"))
+        if taken:
+            raise ValueError(f"env may not set {', '.join(taken)}: gpuq sets them for the job")
+        if any("\0" in v for v in self.env.values()):
+            raise ValueError("env values must not contain NUL characters")
+        return self
+
+
+class JobSpec(StrictModel):
+    name: str = Field(
+        "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
+    )
+    kind: Literal["keras", "command"] = Field(
+        "keras",
+        description="`keras`: gpuq builds and trains the model in `keras`. `command`: runs "
+        "your own program from `command` with the assigned GPUs and caps.",
+    )
+    keras: KerasSpec | None = Field(None, description="What to train and how (kind keras).")
+    command: CommandSpec | None = Field(None, description="What to run (kind command).")
+    resources: Resources = Field(
+        default_factory=Resources, description="GPUs and memory the job needs."
+    )
+    priority: int = Field(
+        0,
+        ge=-1000,
+        le=1000,
+        description="Higher starts first. Above GPUQ_MAX_USER_PRIORITY (0) needs an admin.",
+    )
+    depends_on: list[Annotated[int, Field(ge=1, le=2**53)]] = Field(
+        default_factory=empty_list,
+        max_length=100,
+        description="Job ids that must all succeed before this job starts; if one fails, "
+        "this job is cancelled with reason dependency_failed.",
+    )
+    time_limit_s: float | None = Field(
+        None, gt=0, le=366 * 86400, description="Stop the job (timed_out) after this long."
+    )
+    max_retries: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="Run the job again this many times at most after a failure that may pass "
+        "(a crash, a signal, a lost worker), with growing back-off. Keras jobs resume from "
+        "their last completed epoch.",
+    )
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> "JobSpec":
+        body, other = ("keras", "command") if self.kind == "keras" else ("command", "keras")
+        if getattr(self, body) is None:
+            raise ValueError(f"kind {self.kind!r} needs a `{body}` section")
+        if getattr(self, other) is not None:
+            raise ValueError(f"kind {self.kind!r} takes no `{other}` section")
+        return self

@@ -1,0 +1,115 @@
+"""A thin HTTP client for the gpuq API, reading `GPUQ_URL` and `GPUQ_TOKEN`.
+
+It knows paths and JSON, not the shapes of jobs: the CLI prints what comes back as it is,
+and `gpuq.client` builds typed objects on top of it.
+"""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class ApiError(Exception):
+    """The server refused the request, or could not be reached; the message says why.
+
+    `status_code` is the HTTP status (e.g. 404), or None when no answer came.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        return response.text.strip() or response.reason_phrase
+    if isinstance(detail, list):  # validation errors: one line per field
+        return "\n".join(
+            f"{'.'.join(str(p) for p in e.get('loc', [])[1:])}: {e.get('msg')}" for e in detail
+        )
+    return str(detail)
+
+
+def _refused(response: httpx.Response) -> ApiError:
+    return ApiError(f"{response.status_code}: {_detail(response)}", response.status_code)
+
+
+class Client:
+    """Requests to one gpuq server; every failure is an `ApiError` with a readable message.
+
+    `url` and `token` default to `GPUQ_URL` and `GPUQ_TOKEN`. `http` replaces the
+    underlying `httpx.Client` (tests pass an in-process one); it then carries the address
+    and headers itself.
+    """
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, *, http: httpx.Client | None = None
+    ) -> None:
+        self.url = (url or os.environ.get("GPUQ_URL") or DEFAULT_URL).rstrip("/")
+        if http is not None:
+            self.url = str(http.base_url).rstrip("/") or self.url
+            self._http = http
+            return
+        token = token or os.environ.get("GPUQ_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request (keyword arguments as for `httpx.Client.request`); raises on >= 400."""
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(
+                f"cannot reach gpuq at {self.url} ({exc}); is `gpuq serve` running?"
+            ) from exc
+        if response.status_code >= 400:
+            raise _refused(response)
+        return response
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The decoded JSON body of one request."""
+        return self.request(method, path, **kwargs).json()
+
+    def stream(self, path: str, **params: Any) -> Iterator[bytes]:
+        """The response body as it comes; an error status raises `ApiError` first."""
+        try:
+            with self._http.stream("GET", path, params=params, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _refused(response)
+                yield from response.iter_bytes()
+        except httpx.TransportError as exc:
+            raise ApiError(f"cannot reach gpuq at {self.url} ({exc})") from exc
+
+    def download(self, path: str, target: Path, **params: Any) -> int:
+        """Saves the body of `GET path` to `target` through a `.part` file, so a broken
+        download never leaves a truncated file under the real name; returns its size."""
+        part = target.with_name(target.name + ".part")
+        size = 0
+        try:
+            with part.open("wb") as f:
+                for chunk in self.stream(path, **params):
+                    f.write(chunk)
+                    size += len(chunk)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        part.replace(target)
+        return size
+
+    def close(self) -> None:
+        """Closes the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

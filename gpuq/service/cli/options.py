@@ -1,0 +1,28 @@
+"""What commands share: the `--json` flag, a job id argument, JSON output, and the API
+client built from the global `--url` and `--token`."""
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from gpuq.http import Client
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+JobIdArg = Annotated[int, typer.Argument(metavar="ID", help="The job's id.", show_default=False)]
+
+
+def print_json(data: Any) -> None:
+    """Prints `data` as indented JSON, the shape scripts parse."""
+    print(json.dumps(data, indent=2))
+
+
+def client(ctx: typer.Context) -> Client:
+    """The API client of this invocation, made once from the root's `--url`/`--token`.
+
+    A caller that starts the app with `obj=Client(...)` (tests do) supplies its own.
+    """
+    root = ctx.find_root()
+    if not isinstance(root.obj, Client):
+        root.obj = Client(root.params.get("url"), root.params.get("token"))
+    return root.obj

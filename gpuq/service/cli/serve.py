@@ -1,0 +1,127 @@
+"""`gpuq serve`: the API and the scheduler in one process."""
+
+import ipaddress
+import logging
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from gpuq.service.settings import Settings
+
+SHUTDOWN_GRACE_S = 3
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses: only this machine can connect."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Bind address (default GPUQ_HOST or 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default GPUQ_PORT or 8000).")] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Serve on a non-loopback address even with no users (anyone may submit).",
+        ),
+    ] = False,
+    api_only: Annotated[
+        bool,
+        typer.Option(
+            "--api-only",
+            help="Serve the API without scheduling (extra API processes beside one scheduler).",
+        ),
+    ] = False,
+) -> None:
+    """Run the API and the scheduler."""
+    # The server's modules load here, not at import: `gpuq ls` should start fast.
+    from gpuq.service.settings import Settings
+
+    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    user_count = _count_users(settings.db_url)
+    if user_count == 0 and not is_loopback(settings.host) and not insecure:
+        _fail(
+            f"refusing to serve on {settings.host} with no users: anyone who can reach "
+            "it could run programs on this machine. Add one with `gpuq users add NAME --admin` "
+            "(then send its token), or pass --insecure."
+        )
+    _run(settings, user_count, schedule=not api_only)
+
+
+def _count_users(db_url: str) -> int:
+    """Active users, after bringing the database's schema up to date."""
+    from gpuq.service import migrate, users
+    from gpuq.service.db import Database
+
+    db = Database.open(db_url)
+    try:
+        migrate.upgrade(db)
+        return len(users.active_users(db))
+    finally:
+        db.dispose()
+
+
+def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
+    """Opens the service and serves until stopped; exits 1 if the GPUs or the scheduler
+    lock cannot be had."""
+    import uvicorn
+
+    from gpuq.service.api.app import create_app
+    from gpuq.service.gpus.inventory import InventoryError
+    from gpuq.service.runtime import Service
+    from gpuq.service.scheduler.loop import SchedulerLocked
+
+    log = logging.getLogger("gpuq")
+    try:
+        service = Service.open(settings, schedule=schedule)
+    except (InventoryError, SchedulerLocked) as exc:
+        _fail(str(exc))
+    if user_count == 0:
+        log.warning(
+            "NO USERS DEFINED: gpuq is open to every process that can reach %s:%d, acting as "
+            "admin. Add users with `gpuq users add NAME [--admin]` to require tokens.",
+            settings.host,
+            settings.port,
+        )
+    else:
+        log.info("%d user(s): requests need `Authorization: Bearer <token>`", user_count)
+    log.info(
+        "state in %s, database %s, %d GPU(s)%s; API on http://%s:%d (docs at /docs)",
+        settings.home.resolve(),
+        settings.db_url,
+        len(service.gpus.inventory.devices),
+        " (simulated)" if service.gpus.inventory.simulated else "",
+        settings.host,
+        settings.port,
+    )
+    try:
+        uvicorn.run(
+            create_app(settings, service),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            # Event streams and followed logs never end on their own; without a bound,
+            # one open `curl -N` would keep a stopping server up forever.
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )
+    finally:
+        service.close()
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"gpuq: {message}", file=sys.stderr)
+    raise typer.Exit(1)

@@ -1,0 +1,106 @@
+"""`gpuq users add|ls|revoke`: on this machine's database itself, no server needed."""
+
+import getpass
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpuq.service.cli.options import JsonFlag, print_json
+from gpuq.service.cli.tables import show, users_table
+
+if TYPE_CHECKING:
+    from gpuq.service.db import Database
+    from gpuq.service.users import Caller
+
+app = typer.Typer(
+    name="users",
+    help="Manage users and tokens (on this machine).",
+    no_args_is_help=True,
+)
+
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The user's name.")]
+
+
+@contextmanager
+def _database() -> Iterator["Database"]:
+    """The database of `GPUQ_HOME`, schema up to date; a refusal exits 1 with its message."""
+    # The server's modules load here, not at import: `gpuq ls` should start fast.
+    from gpuq.service import migrate
+    from gpuq.service.db import Database
+    from gpuq.service.errors import GpuqError
+    from gpuq.service.settings import Settings
+
+    db = Database.open(Settings().db_url)
+    try:
+        migrate.upgrade(db)
+        yield db
+    except GpuqError as exc:
+        print(f"gpuq: {exc.message}", file=sys.stderr)
+        raise typer.Exit(1) from exc
+    finally:
+        db.dispose()
+
+
+def _actor() -> "Caller":
+    """Changes made here are audited as the console's login user, acting as admin."""
+    from gpuq.service import users
+
+    return users.Caller(name=f"console:{getpass.getuser()}", admin=True)
+
+
+@app.command("add")
+def add(
+    name: NameArg,
+    admin: Annotated[bool, typer.Option("--admin", help="May act on every job and GPU.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Add a user and print their token once (alone on the last line)."""
+    from gpuq.service import users
+
+    with _database() as db:
+        token = users.add_user(db, name, admin=admin, actor=_actor())
+    if as_json:
+        print_json({"name": name, "admin": admin, "token": token})
+        return
+    role = "an admin" if admin else "a user"
+    print(f"added {name} as {role}; this token is shown once, keep it secret:")
+    print(token)
+
+
+@app.command("ls")
+def list_users(as_json: JsonFlag = False) -> None:
+    """List users (never their tokens)."""
+    from gpuq.service import users
+
+    with _database() as db:
+        listed = [
+            {
+                "name": u.name,
+                "admin": u.admin,
+                "revoked": u.revoked_at is not None,
+                "created_at": u.created_at.isoformat(),
+            }
+            for u in users.list_users(db)
+        ]
+    if as_json:
+        print_json(listed)
+    elif listed:
+        show(users_table(listed))
+    else:
+        print("no users")
+
+
+@app.command("revoke")
+def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
+    """Revoke a user's token."""
+    from gpuq.service import users
+
+    with _database() as db:
+        users.revoke_user(db, name, actor=_actor())
+    if as_json:
+        print_json({"name": name, "revoked": True})
+    else:
+        print(f"revoked {name}; their token no longer works")

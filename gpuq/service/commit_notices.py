@@ -1,0 +1,53 @@
+"""Wakes waiting requests (long polls, event streams) when this process commits a write.
+
+Waiters still re-read the database: a notice only says "look now", and processes that
+did not make the write (an API-only process) fall back to polling at `POLL_S`.
+"""
+
+import asyncio
+import contextlib
+import threading
+
+#: How often a waiter looks at the database when no notice comes (writes by other processes).
+POLL_S = 0.25
+
+
+class CommitNotices:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+
+    def notify(self) -> None:
+        """Called from any thread after a commit."""
+        with self._lock:
+            waiters, self._waiters = self._waiters, set()
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop has closed
+                loop.call_soon_threadsafe(_settle, future)
+
+    def arm(self) -> "asyncio.Future[None]":
+        """A future settled by the next notice; arm before reading, then await it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            self._waiters.add((loop, future))
+        return future
+
+    async def wait(self, future: "asyncio.Future[None]", timeout_s: float) -> None:
+        """Waits for the armed notice, at most `timeout_s` (and at most `POLL_S`)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(future), min(timeout_s, POLL_S))
+        except TimeoutError:
+            pass
+        finally:
+            self.disarm(future)
+
+    def disarm(self, future: "asyncio.Future[None]") -> None:
+        """Forgets an armed notice that will not be awaited."""
+        with self._lock:
+            self._waiters.discard((future.get_loop(), future))
+
+
+def _settle(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)

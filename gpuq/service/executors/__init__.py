@@ -1,0 +1,12 @@
+"""Where and how placed jobs run: the `Executor` interface and its implementations.
+
+The scheduler decides *which* job starts *when* and on *which* GPUs, and keeps the books;
+an executor starts a placed job there, reports its exit, signals it, and finds it again
+after a restart. Every executor keeps the run-directory protocol (`gpuq.contract`), so
+progress, logs, caps and diagnosis work the same whatever runs the job.
+"""
+
+from gpuq.service.executors.base import Executor, Exit, Launch, LaunchError, Started
+from gpuq.service.executors.local import LocalExecutor
+
+__all__ = ["Executor", "Exit", "Launch", "LaunchError", "LocalExecutor", "Started"]

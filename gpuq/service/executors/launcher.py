@@ -1,0 +1,75 @@
+"""The service's end of `gpuq.worker.launcher`, a pre-started process that forks a runner
+per job in about a millisecond (instead of a fresh interpreter's hundreds)."""
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+#: How long a spawn waits for the launcher's answer before giving up on it.
+LAUNCHER_REPLY_S = 10.0
+
+
+class Launcher:
+    """The service's end of `gpuq.worker.launcher`; `on_exit` runs whenever a runner exits."""
+
+    def __init__(self, on_exit: Callable[[], None]) -> None:
+        self._on_exit = on_exit
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def start(self) -> None:
+        self._replies = queue.Queue()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuq.worker.launcher"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it
+        )
+        assert self._proc.stdout is not None
+        threading.Thread(
+            target=self._read, args=(self._proc.stdout, self._replies), daemon=True
+        ).start()
+
+    def _read(self, stdout: IO[bytes], replies: "queue.Queue[dict[str, Any]]") -> None:
+        for line in stdout:
+            message = json.loads(line)
+            if "exited" in message:
+                self._on_exit()
+            else:
+                replies.put(message)
+        replies.put({"error": "the launcher exited"})
+
+    def spawn(self, run_dir: Path, env: Mapping[str, str]) -> int:
+        """Forks a runner for `run_dir` with environment `env`; its pid, or OSError."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        request = json.dumps({"run_dir": str(run_dir), "env": dict(env)})
+        try:
+            self._proc.stdin.write(request.encode() + b"\n")
+            self._proc.stdin.flush()
+            answer = self._replies.get(timeout=LAUNCHER_REPLY_S)
+        except (OSError, queue.Empty) as exc:
+            self.stop()
+            raise OSError(f"the launcher did not answer: {exc!r}") from exc
+        if "pid" not in answer:
+            raise OSError(answer.get("error", "the launcher failed"))
+        return int(answer["pid"])
+
+    def stop(self) -> None:
+        """Ends the launcher; the runners it forked carry on."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,248 @@
+"""Every write to a job row, each a named function, beside the one gate for status.
+
+`transition` is the state machine: a conditional UPDATE whose WHERE clause lists the
+allowed predecessors. The other writes change what a job records (its GPUs, progress,
+memory, why it was stopped) and never its status. All take the caller's write session.
+"""
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import bindparam, delete, update
+from sqlalchemy.dialects.sqlite import insert
+from sqlmodel import Session, col
+
+from gpuq.contract.outcome import Outcome
+from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
+from gpuq.service.db import utcnow
+from gpuq.service.tables import Allocation, Job, JobMetric
+
+_STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
+
+
+def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> bool:
+    """Moves a job to `to` if its current state allows it; False if another writer won.
+
+    The WHERE clause is the state machine: a terminal state matches no predecessor set, so
+    it never changes, and two racing writers cannot both succeed.
+    """
+    stamps = {_STAMP.get(to, "finished_at"): utcnow()} if to != JobStatus.queued else {}
+    statement = (
+        update(Job)
+        .where(col(Job.id) == job_id, col(Job.status).in_(ALLOWED_FROM[to]))
+        .values(status=to, **stamps, **values)
+    )
+    return session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+
+
+def _update(session: Session, job_id: int, *conditions: Any, **values: Any) -> bool:
+    statement = update(Job).where(col(Job.id) == job_id, *conditions).values(**values)
+    return session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+
+
+# --- queued jobs ---------------------------------------------------------------------------
+
+
+def cancel_queued(session: Session, job_id: int, reason: Reason, message: str) -> bool:
+    """Ends a job that never started; False if it is no longer queued."""
+    return transition(
+        session,
+        job_id,
+        JobStatus.cancelled,
+        reason=reason,
+        message=message,
+        wait_reason=None,
+        queue_position=None,
+    )
+
+
+def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> None:
+    """Records why queued jobs wait and where they stand: `{"job_id", "why", "position"}`
+    each, in one executemany (thousands of queued jobs, every scheduler step)."""
+    if not changes:
+        return
+    table = Job.__table__  # type: ignore[attr-defined]
+    session.connection().execute(
+        update(table)
+        .where(table.c.id == bindparam("job_id"), table.c.status == JobStatus.queued.value)
+        .values(wait_reason=bindparam("why"), queue_position=bindparam("position")),
+        list(changes),
+    )
+
+
+# --- starting ------------------------------------------------------------------------------
+
+
+def claim_for_start(
+    session: Session, job_id: int, attempt: int, gpu_indices: Sequence[int], memory_mb: int | None
+) -> bool:
+    """Moves a queued job to `starting` as attempt `attempt` on these GPUs and records its
+    allocations; False if it is no longer queued (cancelled meanwhile)."""
+    claimed = transition(
+        session,
+        job_id,
+        JobStatus.starting,
+        assigned_gpus=list(gpu_indices),
+        attempt=attempt,
+        wait_reason=None,
+        queue_position=None,
+        events_offset=0,
+    )
+    if claimed:
+        for index in gpu_indices:
+            session.add(Allocation(job_id=job_id, gpu_index=index, memory_mb=memory_mb))
+    return claimed
+
+
+def record_launch(session: Session, job_id: int, runner_pid: int | None) -> None:
+    """The executor started the job: its runner's pid (it leads the job's process group)."""
+    _update(session, job_id, runner_pid=runner_pid)
+
+
+def fail_launch(session: Session, job_id: int, message: str) -> None:
+    """The executor could not start the job: it fails and gives its GPUs back."""
+    transition(session, job_id, JobStatus.failed, reason=Reason.launch_error, message=message)
+    free_allocations(session, job_id)
+
+
+def free_allocations(session: Session, job_id: int) -> None:
+    session.execute(delete(Allocation).where(col(Allocation.job_id) == job_id))
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def record_progress(
+    session: Session, job: Job, values: dict[str, Any], metrics: Sequence[tuple[int, int, dict]]
+) -> None:
+    """Records what a job's events said (`values`: progress, metrics, num_replicas,
+    message, events_offset) and its metrics per `(epoch, step)`; a `starting` job whose
+    training began (`began_training` in `values`) becomes `running`."""
+    assert job.id is not None
+    began = values.pop("began_training", False)
+    _update(session, job.id, **values)
+    for epoch, step, recorded in metrics:
+        _record_metrics(session, job, epoch, step, recorded)
+    if began and job.status == JobStatus.starting:
+        transition(session, job.id, JobStatus.running)
+
+
+def _record_metrics(
+    session: Session, job: Job, epoch: int, step: int, metrics: dict[str, Any]
+) -> None:
+    statement = insert(JobMetric).values(
+        job_id=job.id,
+        attempt=job.attempt,
+        epoch=epoch,
+        step=step,
+        values=metrics,
+        recorded_at=utcnow(),
+    )
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["job_id", "epoch", "step"],
+            set_={"values": metrics, "attempt": job.attempt, "recorded_at": utcnow()},
+        )
+    )
+
+
+def record_memory(
+    session: Session, job_id: int, *, peak_mb: int | None = None, warning: str | None = None
+) -> None:
+    """A higher GPU memory peak, and a warning (over the cap under `GPUQ_OVER_CAP=warn`)."""
+    values: dict[str, Any] = {}
+    if peak_mb is not None:
+        values["gpu_memory_peak_mb"] = peak_mb
+    if warning is not None:
+        job = session.get(Job, job_id)
+        values["warnings"] = [*(job.warnings if job else []), warning]
+    if values:
+        _update(session, job_id, **values)
+
+
+def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None = None) -> None:
+    """The scheduler is stopping the job for `cause` (SIGTERM or, over its cap, SIGKILL);
+    the first stop's cause is the one that counts."""
+    values: dict[str, Any] = {"stop_reason": cause, "stop_sent_at": utcnow()}
+    if detail is not None:  # an over-cap kill says how far over, before the signal goes out
+        values.update(reason=cause, message=detail)
+    _update(session, job_id, col(Job.stop_sent_at).is_(None), **values)
+
+
+# --- finishing -----------------------------------------------------------------------------
+
+
+def finish(session: Session, job_id: int, outcome: Outcome, log_tail: list[str]) -> bool:
+    """Ends the job as `outcome` says and frees its GPUs; False if it had already ended."""
+    ended = transition(
+        session,
+        job_id,
+        outcome.status,
+        reason=outcome.reason,
+        message=outcome.message,
+        exit_code=outcome.exit_code,
+        log_tail=log_tail,
+    )
+    free_allocations(session, job_id)
+    return ended
+
+
+def requeue(
+    session: Session, job: Job, outcome: Outcome, log_tail: list[str], delay_s: float
+) -> bool:
+    """Queues `job` again after `delay_s`, recording how this attempt ended, and frees its
+    GPUs; False if another writer won."""
+    assert job.id is not None
+    record = {
+        "attempt": job.attempt,
+        "reason": outcome.reason,
+        "message": outcome.message,
+        "exit_code": outcome.exit_code,
+        "last_epoch": job.progress.get("epoch"),
+        "finished_at": utcnow().isoformat(),
+    }
+    queued = transition(
+        session,
+        job.id,
+        JobStatus.queued,
+        previous_attempts=[*job.previous_attempts, record],
+        retry_at=utcnow() + timedelta(seconds=delay_s),
+        wait_reason=(
+            f"retrying in {delay_s:g} s: attempt {job.attempt} failed "
+            f"({outcome.reason}: {outcome.message})"
+        ),
+        assigned_gpus=[],
+        reason=None,
+        message=None,
+        exit_code=None,
+        stop_reason=None,
+        stop_sent_at=None,
+        runner_pid=None,
+        log_tail=log_tail,
+    )
+    free_allocations(session, job.id)
+    return queued
+
+
+# --- what users ask for --------------------------------------------------------------------
+
+
+def request_cancel(session: Session, job_id: int) -> None:
+    """Asks the scheduler to stop an active job (once)."""
+    _update(
+        session,
+        job_id,
+        col(Job.status).in_(ACTIVE),
+        col(Job.cancel_requested_at).is_(None),
+        cancel_requested_at=utcnow(),
+    )
+
+
+def record_hold(session: Session, job_id: int, held: bool) -> bool:
+    """Holds or releases a queued job; False unless it is queued."""
+    return _update(session, job_id, col(Job.status) == JobStatus.queued, held=held)
+
+
+def record_priority(session: Session, job_id: int, priority: int) -> None:
+    _update(session, job_id, priority=priority)

@@ -1,0 +1,12 @@
+"""Alembic environment: runs against the connection that `service.migrate` hands over."""
+
+from alembic import context
+from sqlmodel import SQLModel
+
+import gpuq.service.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+target_metadata = SQLModel.metadata
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,52 @@
+"""The `enforce` step: memory caps (`caps`), then cancels and time limits: SIGTERM once,
+SIGKILL when the grace period is over."""
+
+import logging
+import signal
+
+from sqlmodel import col, select
+
+from gpuq.contract.states import Reason
+from gpuq.service.db import utcnow
+from gpuq.service.jobs import writes
+from gpuq.service.scheduler.caps import CapGuard
+from gpuq.service.scheduler.running import Books
+from gpuq.service.tables import Job
+
+log = logging.getLogger(__name__)
+
+
+def enforce(books: Books, caps: CapGuard) -> None:
+    caps.check()
+    stop_overdue(books)
+
+
+def stop_overdue(books: Books) -> None:
+    """Stops jobs that were cancelled or ran past their time limit: SIGTERM, then SIGKILL."""
+    if not books.running:
+        return
+    now = utcnow()
+    with books.db.read() as session:
+        jobs = session.exec(select(Job).where(col(Job.id).in_(list(books.running)))).all()
+    for job in jobs:
+        assert job.id is not None
+        running = books.running[job.id]
+        if job.stop_sent_at is None:
+            cause = None
+            limit = job.spec.get("time_limit_s")
+            if job.cancel_requested_at is not None:
+                cause = Reason.cancelled_by_user
+            elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:
+                cause = Reason.time_limit
+            if cause is not None:
+                log.info("job %d: sending SIGTERM (%s)", job.id, cause.value)
+                with books.db.write() as session:
+                    writes.record_stop(session, job.id, cause)
+                books.executor.signal(job.id, signal.SIGTERM)
+        elif (
+            not running.killed
+            and (now - job.stop_sent_at).total_seconds() >= books.settings.cancel_grace_s
+        ):
+            log.info("job %d: grace period over, sending SIGKILL", job.id)
+            books.executor.signal(job.id, signal.SIGKILL)
+            running.killed = True

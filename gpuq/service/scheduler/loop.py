@@ -1,0 +1,172 @@
+"""The scheduler: `reconcile` once at start, then on every wake
+
+    ingest → reap → enforce → drain → place
+
+`ingest` (ingest.py) turns running jobs' events into progress; `reap` (finishing.py)
+judges the jobs that exited; `enforce` (enforce.py, caps.py) applies memory caps, cancels
+and time limits; `drain` (drain.py) frees GPUs once a finished job has really let go;
+`place` (place.py, starting.py) plans the queue and starts what fits. Where a placed job
+runs is the executor's business (`gpuq.service.executors`).
+
+It wakes when a job is submitted or cancelled (`wake()`), when the executor reports an
+exit, and every `active_poll_s` while jobs run so progress keeps flowing. It never blocks
+on a child.
+"""
+
+import fcntl
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from sqlmodel import col, select
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import ACTIVE
+from gpuq.service.db import Database
+from gpuq.service.executors import Executor, LocalExecutor
+from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.public import Preview
+from gpuq.service.scheduler.caps import CapGuard
+from gpuq.service.scheduler.drain import drain
+from gpuq.service.scheduler.enforce import enforce
+from gpuq.service.scheduler.finishing import reap
+from gpuq.service.scheduler.ingest import ingest_running
+from gpuq.service.scheduler.place import Placer
+from gpuq.service.scheduler.running import Books, MemoryRecord, Running
+from gpuq.service.settings import Settings
+from gpuq.service.tables import Job
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerLocked(RuntimeError):
+    """Another scheduler already runs against this state directory."""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        gpus: GpuRegistry,
+        executor: Executor | None = None,
+    ) -> None:
+        executor = executor or LocalExecutor(settings.runs_dir)
+        self.books = Books(db, settings, gpus, executor)
+        self.caps = CapGuard(self.books)
+        self.placer = Placer(self.books)
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock: IO[bytes] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Takes the scheduler lock, reconciles the jobs left active, starts the loop thread."""
+        self._take_lock()
+        self.reconcile()
+        self.books.executor.open(self.wake)
+        self._thread = threading.Thread(target=self._run, name="gpuq-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops scheduling; running jobs go on."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.books.executor.close()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _take_lock(self) -> None:
+        path: Path = self.books.settings.home / "scheduler.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "wb")  # noqa: SIM115 (held open for the scheduler's lifetime)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise SchedulerLocked(
+                f"another gpuq serve is already scheduling jobs from {self.books.settings.home}"
+            ) from None
+        self._lock = lock
+
+    def _run(self) -> None:
+        settings = self.books.settings
+        while not self._stopping.is_set():
+            self._wake.clear()
+            began = time.monotonic()
+            try:
+                self.step()
+            except Exception:
+                log.exception("scheduler step failed; trying again")
+            self.books.stats.step_seconds.observe(time.monotonic() - began)
+            poll = settings.active_poll_s if self.books.running else settings.idle_poll_s
+            self._wake.wait(poll)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def step(self) -> None:
+        self.ingest()
+        self.reap()
+        self.enforce()
+        self.drain()
+        self.place()
+
+    def reconcile(self) -> None:
+        """Takes back every job left starting/running; `reap` settles those that ended."""
+        books = self.books
+        with books.db.read() as session:
+            jobs = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
+        for job in jobs:
+            assert job.id is not None
+            alive = books.executor.adopt(job.id, job.attempt, job.runner_pid)
+            books.running[job.id] = Running(
+                job_id=job.id,
+                run=books.executor.run_dir(job.id, job.attempt),
+                gpus=list(job.assigned_gpus),
+                memory=MemoryRecord(job.memory_mb, job.gpu_memory_peak_mb or 0),
+                offset=job.events_offset,
+            )
+            state = "re-adopted its live runner" if alive else "its runner is gone"
+            log.info("job %d: %s after a restart", job.id, state)
+
+    def ingest(self) -> None:
+        ingest_running(self.books)
+
+    def reap(self) -> None:
+        reap(self.books)
+
+    def enforce(self) -> None:
+        enforce(self.books, self.caps)
+
+    def drain(self) -> None:
+        drain(self.books)
+
+    def place(self) -> None:
+        self.placer.place()
+
+    # --- what the API asks -----------------------------------------------------------------
+
+    def preview(self, spec: JobSpec, owner: str) -> Preview:
+        """Where `spec` would start if `owner` submitted it now, or why it would wait."""
+        return self.placer.preview(spec, owner)
+
+    def job_groups(self) -> set[int]:
+        """The process groups of the jobs running here (to tell foreign GPU processes)."""
+        return set(self.books.executor.process_groups())
+
+    @property
+    def running_jobs(self) -> int:
+        return len(self.books.running)

@@ -1,0 +1,90 @@
+"""The `place` step: plan the queue (`placement.plan` over a `snapshot`), start what may
+start now, and record why and where every other queued job waits. Also the dry run."""
+
+import time
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import Reason
+from gpuq.service.audit import record
+from gpuq.service.jobs import writes
+from gpuq.service.public import Preview
+from gpuq.service.scheduler import snapshot
+from gpuq.service.scheduler.placement import order
+from gpuq.service.scheduler.queued import PREVIEW_ID, request_for_spec
+from gpuq.service.scheduler.running import Books
+from gpuq.service.scheduler.starting import start_job
+from gpuq.service.tables import Job
+from gpuq.service.users import SCHEDULER
+
+#: Queue positions of jobs whose wait reason did not change are rewritten at most this
+#: often: each start moves every queued job up one, and rewriting thousands of rows (and
+#: waking everyone watching them) on every start would cost more than the start.
+POSITIONS_EVERY_S = 2.0
+
+
+class Placer:
+    def __init__(self, books: Books) -> None:
+        self.books = books
+        self._positions_at = 0.0  #: when every queue position was last brought up to date
+
+    def _snapshot(self, *, skip_if_idle: bool = False) -> snapshot.Snapshot | None:
+        books = self.books
+        return snapshot.take(
+            books.db,
+            books.gpus,
+            books.settings,
+            cpu_busy=sum(not r.gpus for r in list(books.running.values())),
+            job_groups=set(books.executor.process_groups()),
+            skip_if_idle=skip_if_idle,
+        )
+
+    def place(self) -> None:
+        """Starts the queued jobs that may start now; records why and where the others wait."""
+        snap = self._snapshot(skip_if_idle=True)
+        if snap is None:
+            return
+        result = snap.inputs.plan()
+        placed = {p.job_id for p in result.placements}
+        reasons = {**snap.blocked, **result.waiting}
+        waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
+        positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
+        refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
+        if refresh:
+            self._positions_at = time.monotonic()
+        with self.books.db.write() as session:
+            for job_id, why in snap.doomed.items():
+                message = f"will never start: {why}"
+                writes.cancel_queued(session, job_id, Reason.dependency_failed, message)
+                record(session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+            writes.set_wait_reasons(
+                session,
+                [
+                    {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
+                    for job_id in waiting
+                    if snap.queued[job_id].wait_reason != reasons.get(job_id)
+                    or snap.queued[job_id].queue_position is None
+                    or (refresh and snap.queued[job_id].queue_position != positions[job_id])
+                ],
+            )
+        for placement in result.placements:
+            with self.books.db.read() as session:
+                chosen = session.get(Job, placement.job_id)
+            if chosen is not None:  # start_job claims it only if it is still queued
+                start_job(self.books, chosen, placement)
+
+    def preview(self, spec: JobSpec, owner: str) -> Preview:
+        """Where `spec` would start if `owner` submitted it now, or why it would wait."""
+        snap = self._snapshot()
+        assert snap is not None  # only an idle-skipping snapshot is ever None
+        inputs = snap.inputs
+        inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
+        result = inputs.plan()
+        ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
+        placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
+        return Preview(
+            would_start=placed is not None,
+            assigned_gpus=list(placed.gpu_indices) if placed else [],
+            memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
+            wait_reason=result.waiting.get(PREVIEW_ID),
+            jobs_ahead=ahead,
+        )

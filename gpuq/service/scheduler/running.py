@@ -1,0 +1,46 @@
+"""What the scheduler keeps in memory: each launched job, and what every step works with."""
+
+from dataclasses import dataclass, field
+
+from gpuq.contract.rundir import RunDir
+from gpuq.service.db import Database
+from gpuq.service.executors import Executor
+from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.scheduler.stats import SchedulerStats
+from gpuq.service.settings import Settings
+
+
+@dataclass
+class MemoryRecord:
+    """What sampling has learnt about one running job's GPU memory."""
+
+    cap_mb: int | None
+    peak_mb: int = 0
+    warned: bool = False
+    #: GPU index → pids seen holding memory there (a dead pid's memory can linger)
+    pids: dict[int, set[int]] = field(default_factory=dict)
+
+
+@dataclass
+class Running:
+    """A launched job, from its start (or re-adoption) until its exit is reaped."""
+
+    job_id: int
+    run: RunDir
+    gpus: list[int]
+    memory: MemoryRecord
+    offset: int = 0  #: how far into `events.jsonl` has been ingested
+    killed: bool = False  #: SIGKILL sent: nothing more to send
+
+
+@dataclass
+class Books:
+    """What every step reads and keeps: the database, the GPUs, the executor that runs the
+    jobs, and the jobs it runs."""
+
+    db: Database
+    settings: Settings
+    gpus: GpuRegistry
+    executor: Executor
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+    running: dict[int, Running] = field(default_factory=dict)

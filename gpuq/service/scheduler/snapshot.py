@@ -1,0 +1,150 @@
+"""What the scheduler knows when it plans: the queue, who claims what until when, and why
+some queued jobs cannot be considered at all (held, waiting on a retry or a dependency)."""
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
+from gpuq.service.db import Database, utcnow
+from gpuq.service.gpus.registry import GpuRegistry, unavailable
+from gpuq.service.scheduler.fairshare import Interval, decayed_usage
+from gpuq.service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
+from gpuq.service.scheduler.queued import QueuedJob, request_for_job
+from gpuq.service.settings import Settings
+from gpuq.service.tables import Job
+
+#: Finished jobs older than this many half-lives no longer count for fair share.
+USAGE_HORIZON_HALF_LIVES = 20
+
+
+@dataclass
+class Snapshot:
+    queued: dict[int, QueuedJob]
+    inputs: PlanInputs
+    #: queued job → why it is not even considered (hold, retry back-off, dependency)
+    blocked: dict[int, str] = field(default_factory=dict)
+    #: queued job → why it can never start (a dependency failed)
+    doomed: dict[int, str] = field(default_factory=dict)
+    #: every queued job id, in the order the queue is considered
+    positions: list[int] = field(default_factory=list)
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def take(
+    db: Database,
+    gpus: GpuRegistry,
+    settings: Settings,
+    *,
+    cpu_busy: int,
+    job_groups: set[int],
+    skip_if_idle: bool = False,
+) -> Snapshot | None:
+    """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
+    tick costs one indexed query rather than a scan of recent jobs and a GPU reading."""
+    now_dt = utcnow()
+    now = time.time()
+    horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
+    with db.read() as session:
+        rows = session.connection().execute(QueuedJob.query())
+        queued = {job.id: job for job in map(QueuedJob.from_row, rows)}
+        if skip_if_idle and not queued:
+            return None
+        recent = session.exec(
+            select(Job).where(
+                col(Job.started_at).is_not(None),
+                col(Job.gpu_count) > 0,
+                col(Job.status).in_(ACTIVE)
+                | (col(Job.finished_at) > datetime.fromtimestamp(horizon, now_dt.tzinfo)),
+            )
+        ).all()
+        needed = {d for j in queued.values() for d in j.depends_on}
+        dependencies = (
+            {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(needed)))}
+            if needed
+            else {}
+        )
+        stored, allocations = gpus.load(session)
+    foreign = gpus.foreign_mb(job_groups)
+    slots = [
+        GpuSlot(g.index, g.memory_total_mb, foreign.get(g.index, 0), unavailable(g)) for g in stored
+    ]
+    active = {j.id: j for j in recent if j.status in ACTIVE}
+    ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
+    claims = [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in allocations]
+    running: dict[str, int] = {}
+    for j in active.values():
+        running[j.owner] = running.get(j.owner, 0) + j.gpu_count
+    usage = decayed_usage(
+        (
+            Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, _seconds(j.finished_at))
+            for j in recent
+        ),
+        now,
+        settings.fair_share_half_life_s,
+    )
+    snapshot = Snapshot(
+        queued=queued,
+        inputs=PlanInputs(
+            queue=[],
+            gpus=slots,
+            allocations=claims,
+            cpu_slots=settings.max_cpu_jobs - cpu_busy,
+            topology=gpus.inventory.topology,
+            now=now,
+            grace_s=settings.cancel_grace_s,
+            usage=usage,
+            running_gpus=running,
+            max_gpus_running=settings.max_gpus_running,
+        ),
+    )
+    requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
+    for job_id, job in queued.items():
+        doom = _failed_dependency(job, dependencies)
+        why = None if doom else _not_considered(job, dependencies, now_dt)
+        if doom is not None:
+            snapshot.doomed[job_id] = doom
+        elif why is not None:
+            snapshot.blocked[job_id] = why
+        else:
+            snapshot.inputs.queue.append(requests[job_id])
+    snapshot.positions = [r.job_id for r in order(list(requests.values()), usage)]
+    return snapshot
+
+
+def _ends_at(job: Job, grace_s: float) -> float | None:
+    limit = job.spec.get("time_limit_s")
+    started = _seconds(job.started_at)
+    return None if limit is None or started is None else started + limit + grace_s
+
+
+def _failed_dependency(job: QueuedJob, dependencies: dict[int | None, Job]) -> str | None:
+    """Why `job` can never start, if one of the jobs it depends on will never succeed."""
+    for dep_id in job.depends_on:
+        dep = dependencies.get(dep_id)
+        if dep is None:
+            return f"it depends on job {dep_id}, which no longer exists"
+        if dep.status in TERMINAL and dep.status != JobStatus.succeeded:
+            why = f" ({dep.reason.value})" if dep.reason else ""
+            return f"it depends on job {dep_id}, which ended {dep.status.value}{why}"
+    return None
+
+
+def _not_considered(
+    job: QueuedJob, dependencies: dict[int | None, Job], now: datetime
+) -> str | None:
+    """Why `job` is not considered for placement now (hold, retry back-off, dependency)."""
+    if job.held:
+        return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
+    if job.retry_at is not None and job.retry_at > now:
+        return job.wait_reason or "waiting to retry"
+    pending = [d for d in job.depends_on if dependencies[d].status != JobStatus.succeeded]
+    if pending:
+        first = dependencies[pending[0]]
+        return f"waiting for job {first.id} to succeed (it is {first.status.value})"
+    return None

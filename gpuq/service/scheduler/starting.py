@@ -1,0 +1,87 @@
+"""Starting a placed job: claim it and its GPUs, work out its device plan, and hand it to
+the executor."""
+
+import logging
+
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.spec import JobSpec
+from gpuq.service.db import utcnow
+from gpuq.service.executors import Launch, LaunchError
+from gpuq.service.jobs import writes
+from gpuq.service.scheduler.placement import Placement
+from gpuq.service.scheduler.running import Books, MemoryRecord, Running
+from gpuq.service.tables import Job
+
+log = logging.getLogger(__name__)
+
+
+def device_plan(
+    spec: JobSpec, indices: list[int], *, simulated: bool, headroom_mb: int, gpu_total_mb: int
+) -> DevicePlan:
+    """The device plan a worker applies: mode, GPUs and TensorFlow's cap per logical GPU.
+
+    `gpu_total_mb` is the smallest assigned GPU's memory, which bounds a whole-GPU job that
+    splits its GPUs into `replicas_per_gpu` logical ones.
+    """
+    res = spec.resources
+    if not indices:
+        return DevicePlan.cpu()
+    limit = None
+    if not res.memory_growth:
+        if res.memory_mb is not None:
+            limit = res.memory_mb - headroom_mb
+        elif res.replicas_per_gpu > 1:
+            limit = gpu_total_mb - headroom_mb
+    if limit is not None:
+        limit //= res.replicas_per_gpu
+    return DevicePlan(
+        mode="sim" if simulated else "gpu",
+        indices=tuple(indices),
+        memory_limit_mb=limit,
+        memory_growth=res.memory_growth,
+        replicas_per_gpu=res.replicas_per_gpu,
+    )
+
+
+def start_job(books: Books, job: Job, placement: Placement) -> None:
+    """Claims `job` (if it is still queued) on the placement's GPUs and starts it."""
+    assert job.id is not None
+    attempt = job.attempt + 1
+    indices = list(placement.gpu_indices)
+    with books.db.write() as session:
+        if not writes.claim_for_start(session, job.id, attempt, indices, placement.memory_mb):
+            return  # cancelled meanwhile
+    if attempt == 1:
+        waited = (utcnow() - job.created_at).total_seconds()
+        books.stats.queue_wait_seconds.observe(max(0.0, waited))
+    spec = JobSpec.model_validate(job.spec)
+    inventory = books.gpus.inventory
+    totals = {d.index: d.memory_total_mb for d in inventory.devices}
+    devices = device_plan(
+        spec,
+        indices,
+        simulated=inventory.simulated,
+        headroom_mb=books.settings.gpu_headroom_mb,
+        gpu_total_mb=min((totals[i] for i in indices), default=0),
+    )
+    launch = Launch(job.id, attempt, spec, devices, resume_from=job.attempt or None)
+    try:
+        started = books.executor.start(launch)
+    except LaunchError as exc:
+        log.error("job %d: %s", job.id, exc)
+        with books.db.write() as session:
+            writes.fail_launch(session, job.id, str(exc))
+        return
+    with books.db.write() as session:
+        writes.record_launch(session, job.id, started.runner_pid)
+    books.running[job.id] = Running(
+        job.id, books.executor.run_dir(job.id, attempt), indices, MemoryRecord(placement.memory_mb)
+    )
+    log.info(
+        "job %d: attempt %d started on GPUs %s by the %s executor (runner pid %s)",
+        job.id,
+        attempt,
+        indices or "none (CPU)",
+        books.executor.name,
+        started.runner_pid,
+    )

@@ -1,0 +1,99 @@
+"""The launcher: a pre-started parent that forks a runner per job in about a millisecond.
+
+`gpuq serve` starts it once (`python -m gpuq.worker.launcher`) and writes one JSON line per job
+to its stdin: `{"run_dir": ..., "env": {...}}`. It forks; the child leaves for a session
+of its own, points its output at the job's `output.log` and becomes `gpuq.worker.runner` for
+that run directory, with everything already imported. The launcher answers
+`{"pid": N}` (or `{"error": "..."}`) on stdout, and `{"exited": N, "status": S}` once it
+has reaped a runner, which is how the scheduler learns that a job ended.
+
+It is single-threaded (forking is safe) and uses the standard library only. When its
+stdin closes (the service stopped or died) it exits; runners carry on, adopted by init,
+and the next `gpuq serve` finds them as it always does.
+"""
+
+import json
+import os
+import selectors
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from gpuq.worker import runner
+
+READ_CHUNK = 65536
+
+
+def _child(request: dict[str, Any], ready: int) -> int:
+    """Runs in the forked child: becomes the job's runner; returns its exit code."""
+    os.setsid()
+    os.write(ready, b".")  # the session exists: signals to its group now reach it
+    run_dir = Path(request["run_dir"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the launcher's pipes and pidfds
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(run_dir)
+    return runner.main(["gpuq.worker.runner", str(run_dir)])
+
+
+def spawn(request: dict[str, Any]) -> int:
+    """Forks the runner; returns its pid once it leads its own session."""
+    readable, ready = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.close(readable)
+            code = _child(request, ready)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(ready)
+    try:
+        os.read(readable, 1)  # empty if the child died first; its exit is reported anyway
+    finally:
+        os.close(readable)
+    return pid
+
+
+def reply(message: dict[str, Any]) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def main() -> int:
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ, None)
+    pending = b""
+    while True:
+        for key, _ in selector.select():
+            if key.data is None:  # a request, or the service went away
+                chunk = os.read(0, READ_CHUNK)
+                if not chunk:
+                    return 0
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    try:
+                        pid = spawn(json.loads(line))
+                    except (OSError, ValueError, KeyError) as exc:
+                        reply({"error": str(exc)})
+                        continue
+                    pidfd = os.pidfd_open(pid)
+                    selector.register(pidfd, selectors.EVENT_READ, pid)
+                    reply({"pid": pid})
+            else:  # a runner exited
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(key.data, 0)
+                reply({"exited": key.data, "status": os.waitstatus_to_exitcode(status)})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

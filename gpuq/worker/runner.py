@@ -1,0 +1,100 @@
+"""The runner: a small parent (no TensorFlow) that outlives the training process.
+
+Run as `python -m gpuq.worker.runner RUN_DIR` in its own session. It starts the process
+that `spec.json` calls for (`launch_plan`, recorded in `launch.json`) with output to
+`output.log`, records its pid
+and start time in `runner.json`, touches `heartbeat` while it waits, and writes
+`exit.json` when training ends, so the outcome is known even if `gpuq serve` was down at
+the time. It imports the standard library only: every job's start waits for it.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpuq.contract.events import Event, EventWriter
+from gpuq.contract.exits import ExitCode
+from gpuq.contract.processes import process_start_ticks
+from gpuq.contract.rundir import RunDir, write_json_atomic
+from gpuq.worker.launch_plan import launch_plan
+from gpuq.worker.oom import oom_kills
+
+HEARTBEAT_S = 2.0
+
+
+def main(argv: list[str]) -> int:
+    began = time.time()
+    run = RunDir(Path(argv[1]))
+    # The job's whole process group gets SIGTERM on cancel; the runner must live on to
+    # record how training ended. A handler (not SIG_IGN) is reset in the child on exec.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    events = EventWriter(run.events)
+    plan = launch_plan(run, dict(os.environ))
+    # A record of what ran, for people; nothing reads it back.
+    write_json_atomic(run.launch, plan, durable=False)
+    args = plan["argv"]
+    try:
+        with open(run.log, "ab", buffering=0) as log:
+            child = subprocess.Popen(
+                args,
+                env={**os.environ, **plan["env"]},
+                cwd=plan["cwd"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        spawned = time.time()
+    except OSError as exc:
+        exit_record = {
+            "exit_code": ExitCode.launch_error.value,
+            "signal": None,
+            "spawn_error": f"cannot start {args[0]!r}: {exc}",  #: the program never started
+            "finished_at": time.time(),
+        }
+        write_json_atomic(run.exit, exit_record)
+        return ExitCode.launch_error
+    write_json_atomic(
+        run.runner,
+        {
+            "runner_pid": os.getpid(),
+            "runner_start_ticks": process_start_ticks(os.getpid()),
+            "train_pid": child.pid,
+            "train_start_ticks": process_start_ticks(child.pid),
+            # Wall-clock times, for start-up latency (`bench.training`).
+            "runner_began_at": began,
+            "train_spawned_at": spawned,
+        },
+        durable=False,  # pids mean nothing after a power cut
+    )
+    kills_before = oom_kills()
+    if plan["running_at_start"]:
+        events.emit(Event.running, pid=child.pid)
+    while True:
+        run.heartbeat.touch()
+        try:
+            code = child.wait(timeout=HEARTBEAT_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    kills_after = oom_kills()
+    write_json_atomic(
+        run.exit,
+        {
+            "exit_code": code if code >= 0 else None,
+            "signal": -code if code < 0 else None,
+            # The kernel's OOM killer struck while this job ran, and the job died by SIGKILL.
+            "oom_killed": code == -signal.SIGKILL
+            and None not in (kills_before, kills_after)
+            and kills_after > kills_before,  # type: ignore[operator]
+            "finished_at": time.time(),
+        },
+    )
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

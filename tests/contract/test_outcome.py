@@ -1,0 +1,63 @@
+from gpuq.contract.outcome import classify
+from gpuq.contract.states import JobStatus, Reason
+
+
+def judge(exit_info, detail=None, stop=None, limit=None):
+    return classify(exit_info=exit_info, detail=detail, stop_reason=stop, time_limit_s=limit)
+
+
+def test_exit_zero_succeeds():
+    outcome = judge({"exit_code": 0, "signal": None})
+    assert (outcome.status, outcome.reason, outcome.exit_code) == (JobStatus.succeeded, None, 0)
+
+
+def test_a_missing_exit_record_means_the_worker_was_lost():
+    assert judge(None).reason == Reason.worker_lost
+
+
+def test_death_by_signal_names_the_signal():
+    outcome = judge({"exit_code": None, "signal": 9})
+    assert outcome.reason == Reason.signal
+    assert "SIGKILL" in outcome.message and "out of memory" in outcome.message
+
+
+def test_the_exit_code_names_the_reason_and_the_workers_words_explain_it_with_a_hint():
+    outcome = judge({"exit_code": 67}, detail="OOM when allocating tensor")
+    assert outcome.reason == Reason.gpu_oom
+    assert outcome.message == "OOM when allocating tensor: lower batch_size or raise memory_mb"
+
+
+def test_an_unknown_exit_code_is_a_nonzero_exit():
+    outcome = judge({"exit_code": 3})
+    assert (outcome.status, outcome.reason) == (JobStatus.failed, Reason.nonzero_exit)
+    assert "code 3" in outcome.message
+
+
+def test_stops_by_the_scheduler_decide_the_state_whatever_the_exit():
+    assert judge(None, stop=Reason.cancelled_by_user).status == JobStatus.cancelled
+    timed_out = judge({"exit_code": 75}, stop=Reason.time_limit, limit=60)
+    assert (timed_out.status, timed_out.reason) == (JobStatus.timed_out, Reason.time_limit)
+    assert "60 s" in timed_out.message
+
+
+def test_a_kill_by_the_kernels_oom_killer_is_host_oom():
+    outcome = judge({"exit_code": None, "signal": 9, "oom_killed": True})
+    assert (outcome.status, outcome.reason) == (JobStatus.failed, Reason.host_oom)
+    assert outcome.message.endswith("lower batch_size or use a smaller data set")
+
+
+def test_a_program_that_never_started_is_a_launch_error_with_the_runners_words():
+    outcome = judge({"exit_code": 127, "signal": None, "spawn_error": "cannot start 'x': gone"})
+    assert (outcome.status, outcome.reason) == (JobStatus.failed, Reason.launch_error)
+    assert outcome.message == "cannot start 'x': gone"
+
+
+def test_a_user_programs_exit_code_67_is_not_read_as_gpuqs_own():
+    outcome = classify(
+        exit_info={"exit_code": 67},
+        detail=None,
+        stop_reason=None,
+        time_limit_s=None,
+        builtin=False,
+    )
+    assert outcome.reason == Reason.nonzero_exit
