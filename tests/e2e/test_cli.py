@@ -140,3 +140,20 @@ def test_hold_priority_release_dry_run_and_audit_through_the_cli(server, tmp_pat
     ]
     server.cli("cancel", "1")
     assert server.wait(2, {"succeeded", "failed", "cancelled"})["status"] == "succeeded"
+
+
+def test_the_token_comes_from_the_command_line_or_the_environment(server):
+    token = json.loads(server.cli("users", "add", "ana", "--json"))["token"]
+    denied = subprocess.run(
+        [*GPUQ, "ls"], env=server.env, capture_output=True, text=True, timeout=60
+    )
+    assert denied.returncode == 1 and denied.stderr.startswith("gpuq: 401: "), denied.stderr
+    assert server.cli("--token", token, "ls") == "no jobs\n"
+    with_env = {**server.env, "GPUQ_TOKEN": token}
+    done = subprocess.run([*GPUQ, "ls"], env=with_env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "no jobs\n")
+    elsewhere = f"http://127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [*GPUQ, "--url", elsewhere, "ls"], env=with_env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and f"cannot reach gpuq at {elsewhere}" in done.stderr

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -78,13 +78,14 @@ def progress_line(job: dict[str, Any]) -> str:
 
 
 def progress_view(job: dict[str, Any]) -> RenderableType:
-    """What a terminal shows: the same line as `progress_line`, with Rich's bar."""
+    """What a terminal shows: state, Rich's bar and percent, then the details of
+    `progress_line` on a line of their own, so a narrow terminal does not break the bar."""
     head = Text(_head(job), style=STYLES.get(job["status"], ""))
     fraction = _fraction(job)
     if fraction is None:
         return head
-    row = Table.grid(padding=(0, 1))
-    row.add_row(
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
         head,
         ProgressBar(
             total=1.0,
@@ -94,9 +95,8 @@ def progress_view(job: dict[str, Any]) -> RenderableType:
             finished_style="green",
         ),
         Text(f"{100 * fraction:3.0f}%"),
-        Text("  ".join(_details(job))),
     )
-    return row
+    return Group(bar, Text("  " + "  ".join(_details(job))))
 
 
 def final_line(job: dict[str, Any]) -> str:

@@ -59,7 +59,7 @@ def test_a_gpu_drains_then_is_free_or_quarantined(db, gpus):
 )
 def test_transitions_the_table_does_not_list_are_refused(db, gpus, start, to):
     with db.write() as session:
-        session.execute(text("UPDATE gpu SET state = :s WHERE \"index\" = 1"), {"s": start.name})
+        session.execute(text('UPDATE gpu SET state = :s WHERE "index" = 1'), {"s": start.name})
     assert not move(db, 1, to)
     assert state(db, 1).state == start
 
