@@ -12,7 +12,6 @@ Every refusal or unreachable server raises `gpuq.http.ApiError`, whose message i
 server's (`404: no job 7`) and whose `status_code` is the HTTP status.
 """
 
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
@@ -24,9 +23,6 @@ from gpuq.contract.states import TERMINAL, JobStatus, Reason
 from gpuq.http import ApiError, Client
 
 __all__ = ["ApiError", "Artifact", "Gpuq", "Job", "Preview", "Progress"]
-
-#: Seconds one long poll may wait on the server; `wait` repeats it until the job ends.
-POLL_WAIT_S = 30.0
 
 
 class _Answer(BaseModel):
@@ -139,17 +135,8 @@ class Gpuq:
 
     def wait(self, job_id: int, timeout_s: float | None = None) -> Job:
         """The job once it has ended, by long polls; `TimeoutError` after `timeout_s`."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        job = self.get(job_id)
-        while not job.done:
-            wait_s = POLL_WAIT_S
-            if deadline is not None:
-                wait_s = min(wait_s, deadline - time.monotonic())
-                if wait_s <= 0:
-                    raise TimeoutError(f"job {job_id} is still {job.status} after {timeout_s} s")
-            params = {"wait_s": wait_s, "since": job.revision}
-            job = self._job("GET", f"/v1/jobs/{job_id}", params=params, timeout=wait_s + 30)
-        return job
+        *_, final = self.http.changes(job_id, timeout_s)
+        return Job.model_validate(final)
 
     def logs(self, job_id: int, tail: int | None = None) -> str:
         """The current attempt's output (stdout and stderr); `tail`: only the last lines."""

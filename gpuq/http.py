@@ -5,13 +5,20 @@ and `gpuq.client` builds typed objects on top of it.
 """
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
 import httpx
 
+from gpuq.contract.states import TERMINAL
+
 DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+#: The longest a long poll waits for a change before it asks again.
+POLL_WAIT_S = 30.0
 
 
 class ApiError(Exception):
@@ -76,6 +83,22 @@ class Client:
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         """The decoded JSON body of one request."""
         return self.request(method, path, **kwargs).json()
+
+    def changes(self, job_id: int, timeout_s: float | None = None) -> Iterator[dict[str, Any]]:
+        """Job `job_id` now, then each time it changes (long polls), until and including
+        its final state; `TimeoutError` once `timeout_s` has passed without one."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        job = self.json("GET", f"/v1/jobs/{job_id}")
+        yield job
+        while job["status"] not in TERMINAL:
+            wait_s = POLL_WAIT_S
+            if deadline is not None:
+                wait_s = min(wait_s, deadline - time.monotonic())
+                if wait_s <= 0:
+                    raise TimeoutError(f"job {job_id} is still {job['status']} after {timeout_s} s")
+            params = {"wait_s": wait_s, "since": job["revision"]}
+            job = self.json("GET", f"/v1/jobs/{job_id}", params=params, timeout=wait_s + 30)
+            yield job
 
     def stream(self, path: str, **params: Any) -> Iterator[bytes]:
         """The response body as it comes; an error status raises `ApiError` first."""

@@ -17,7 +17,7 @@ class ExitCode(IntEnum):
     gpu_oom = 67  #: TensorFlow ran out of GPU memory
     host_oom = 68  #: Python ran out of host memory
     stopped = 75  #: stopped early on SIGTERM (cancel or time limit)
-    launch_error = 127  #: the runner could not start the job's program
+    launch_error = 127  #: the runner's own: it could not start the job's program (`spawn_error`)
 
 
 #: The reason a failed exit of gpuq's own training process stands for.
@@ -29,5 +29,4 @@ REASONS = {
     ExitCode.host_oom: Reason.host_oom,
     # SIGTERM that the scheduler did not send (its own stops have a reason of their own).
     ExitCode.stopped: Reason.signal,
-    ExitCode.launch_error: Reason.launch_error,
 }

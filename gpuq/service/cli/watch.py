@@ -15,22 +15,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from gpuq.contract.states import TERMINAL
 from gpuq.http import Client
 from gpuq.service.cli.tables import STYLES
 
 BAR_WIDTH = 24
-POLL_WAIT_S = 30
-
-
-def changes(client: Client, job_id: int) -> Iterator[dict[str, Any]]:
-    """The job now, then each time it changes, until (and including) its final state."""
-    job = client.json("GET", f"/v1/jobs/{job_id}")
-    yield job
-    while job["status"] not in TERMINAL:
-        params = {"wait_s": POLL_WAIT_S, "since": job["revision"]}
-        job = client.json("GET", f"/v1/jobs/{job_id}", params=params, timeout=POLL_WAIT_S + 30)
-        yield job
 
 
 def _fraction(job: dict[str, Any]) -> float | None:
@@ -113,11 +101,11 @@ def watch(client: Client, job_id: int, *, as_json: bool, out: TextIO | None = No
     """Draws the job until it ends; 0 if it succeeded, 1 otherwise."""
     out = out or sys.stdout
     if as_json:
-        job = _print_each(changes(client, job_id), out, json.dumps, dedupe=False)
+        job = _print_each(client.changes(job_id), out, json.dumps, dedupe=False)
     elif out.isatty():
-        job = _draw_live(changes(client, job_id), Console(file=out, highlight=False))
+        job = _draw_live(client.changes(job_id), Console(file=out, highlight=False))
     else:
-        job = _print_each(changes(client, job_id), out, progress_line, dedupe=True)
+        job = _print_each(client.changes(job_id), out, progress_line, dedupe=True)
     if not as_json:
         out.write(final_line(job) + "\n")
         if job["status"] != "succeeded":

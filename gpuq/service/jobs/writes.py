@@ -114,17 +114,21 @@ def free_allocations(session: Session, job_id: int) -> None:
 
 
 def record_progress(
-    session: Session, job: Job, values: dict[str, Any], metrics: Sequence[tuple[int, int, dict]]
+    session: Session,
+    job: Job,
+    values: dict[str, Any],
+    metrics: Sequence[tuple[int, int, dict]],
+    *,
+    began_training: bool,
 ) -> None:
     """Records what a job's events said (`values`: progress, metrics, num_replicas,
     message, events_offset) and its metrics per `(epoch, step)`; a `starting` job whose
-    training began (`began_training` in `values`) becomes `running`."""
+    training began becomes `running`."""
     assert job.id is not None
-    began = values.pop("began_training", False)
     _update(session, job.id, **values)
     for epoch, step, recorded in metrics:
         _record_metrics(session, job, epoch, step, recorded)
-    if began and job.status == JobStatus.starting:
+    if began_training and job.status == JobStatus.starting:
         transition(session, job.id, JobStatus.running)
 
 

@@ -3,6 +3,7 @@
 
 import json
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +46,27 @@ def read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return events, offset + end + 1
 
 
-def digest(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Metrics]]:
-    """What `events` change on their job (`began_training` once a step or the program
-    ran), and the metrics to record per `(epoch, step)` (step 0: the epoch's)."""
-    values: dict[str, Any] = {}
-    metrics: list[Metrics] = []
+@dataclass
+class Digest:
+    """What a batch of events says about its job."""
+
+    values: dict[str, Any] = field(default_factory=dict)  #: the job's fields they change
+    metrics: list[Metrics] = field(default_factory=list)  #: per `(epoch, step)`; step 0: epoch's
+    began_training: bool = False  #: a step was reported, or the program started
+
+
+def digest(events: list[dict[str, Any]]) -> Digest:
+    """What `events` change on their job, and the metrics to record."""
+    found = Digest()
+    values, metrics = found.values, found.metrics
     for event in events:
         kind = event.get("event")
         if kind == Event.started:
             values["num_replicas"] = event.get("num_replicas")
         elif kind == Event.running:
-            values["began_training"] = True
+            found.began_training = True
         elif kind in (Event.step, Event.epoch):
-            values["began_training"] = True
+            found.began_training = True
             values["progress"] = event.get("progress") or {}
             recorded = event.get("metrics") or {}
             values["metrics"] = recorded
@@ -67,7 +76,7 @@ def digest(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Metrics]]
             # The worker's own words on how it ended; `outcome.classify` uses them once the
             # exit is reaped.
             values["message"] = str(event.get("message", ""))[:1000]
-    return values, metrics
+    return found
 
 
 def ingest(db: Database, job_id: int, path: Path, offset: int) -> int:
@@ -79,8 +88,11 @@ def ingest(db: Database, job_id: int, path: Path, offset: int) -> int:
     with db.write() as session:
         job = session.get(Job, job_id)
         if job is not None:
-            values, metrics = digest(events)
-            writes.record_progress(session, job, {**values, "events_offset": end}, metrics)
+            found = digest(events)
+            values = {**found.values, "events_offset": end}
+            writes.record_progress(
+                session, job, values, found.metrics, began_training=found.began_training
+            )
     return end
 
 

@@ -1,18 +1,10 @@
 """Whose GPU memory is whose: attributing NVML's per-process readings to jobs."""
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gpuq.contract.processes import process_group
 from gpuq.service.gpus.nvml import DeviceReading
-
-
-def process_group(pid: int) -> int | None:
-    """The process group of `pid`, or None if it is gone or not visible from here."""
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 
 
 @dataclass(frozen=True)
