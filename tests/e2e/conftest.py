@@ -14,11 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import job_spec
+from tests.conftest import TINY_KERAS, job_spec
 from tests.e2e.server import GPUQ, Server
 from tests.e2e.sse import read_events
 
 EPOCHS = 3
+#: Enough samples that an epoch outlasts the progress callback's 1 s step interval: a step
+#: event is reported inside every epoch, well apart from the epoch's end. (With epochs
+#: under a second, an epoch's end and the next epoch's first step reach the scheduler in
+#: one read of events.jsonl, and the job's row, so the event stream, skips that epoch.)
+SAMPLES = 49152
 
 
 @dataclass
@@ -47,7 +52,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     assert opened.wait(10), "the event stream did not open"
-    keras = {"epochs": EPOCHS, "validation_split": 0.25}
+    keras = {
+        "epochs": EPOCHS,
+        "validation_split": 0.25,
+        "data": {**TINY_KERAS["data"], "samples": SAMPLES},
+    }
     spec = job_spec(name="watched", keras=keras, resources={"gpus": 2})
     job_id = httpx.post(f"{server.url}/v1/jobs", json=spec).json()["id"]
     watch = subprocess.run(
