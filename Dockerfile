@@ -5,7 +5,8 @@ ARG EXTRA=gpu
 WORKDIR /opt/gpuq
 COPY pyproject.toml README.md ./
 COPY gpuq ./gpuq
-RUN pip install --no-cache-dir ".[${EXTRA}]"
+# postgres: psycopg, for GPUQ_DATABASE_URL=postgresql+psycopg://... (docker-compose.yml)
+RUN pip install --no-cache-dir ".[${EXTRA},postgres]"
 
 ENV GPUQ_HOME=/var/lib/gpuq \
     GPUQ_HOST=0.0.0.0 \

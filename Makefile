@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format bench clean chromium
+.PHONY: run test lint format bench clean chromium slurm postgresql
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -19,7 +19,7 @@ $(VENV)/.installed-$(EXTRA): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-$(EXTRA)
-	$(BIN)/pip install --quiet -e '.[$(EXTRA),dev]'
+	$(BIN)/pip install --quiet -e '.[$(EXTRA),dev,postgres]'
 	touch $@
 
 run: $(VENV)/.installed-$(EXTRA)
@@ -39,7 +39,24 @@ format: $(VENV)/.installed-dev
 chromium:
 	@scripts/ensure-command chromium chromium "the dashboard's test"
 
-test: lint chromium
+# The Slurm executor's tests run a real one-node cluster (scripts/slurm-cluster) on Debian's
+# slurm-wlm and munge, with a loopback shim that gcc compiles (with libc6-dev's headers).
+slurm:
+	@export PATH="$$PATH:/usr/sbin:/sbin"; \
+	scripts/ensure-command slurmctld slurm-wlm "the Slurm executor's tests" && \
+	scripts/ensure-command munged munge "the Slurm executor's tests" && \
+	scripts/ensure-command gcc gcc "the Slurm test cluster's loopback shim" && \
+	if [ ! -e /usr/include/netinet/in.h ]; then \
+		scripts/ensure-command /usr/include/netinet/in.h libc6-dev "the loopback shim"; \
+	fi
+
+# The database tests run on PostgreSQL too, in a throwaway cluster (tests/postgres.py) made
+# with Debian's server programs, which live off PATH in /usr/lib/postgresql/VERSION/bin.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		scripts/ensure-command initdb postgresql "the PostgreSQL tests"
+
+test: lint chromium slurm postgresql
 	$(BIN)/pytest
 
 # The quick versions (a few minutes on 2 cores); each prints its table. BENCHMARKS.md has

@@ -54,6 +54,8 @@ class Job(_Answer):
     exit_code: int | None = None
     assigned_gpus: list[int] = Field(default_factory=list)
     attempt: int = 0  #: from 1 once launched
+    executor: str | None = None  #: `local` or `slurm`, once handed over
+    executor_job_id: str | None = None  #: the runner's pid, or the Slurm job id
     priority: int = 0
     held: bool = False
     wait_reason: str | None = None  #: why a queued job is not running yet

@@ -1,4 +1,8 @@
-"""Shared fixtures: a real SQLite file and state directory per test, simulated GPUs."""
+"""Shared fixtures: a real SQLite file and state directory per test, simulated GPUs.
+
+Tests marked `backends("sqlite", "postgres")` run once per database: each PostgreSQL run
+gets a fresh database in a throwaway cluster (`tests.postgres`).
+"""
 
 import sys
 import time
@@ -16,6 +20,7 @@ from gpuq.service.db import Database
 from gpuq.service.runtime import Service
 from gpuq.service.settings import Settings
 from gpuq.service.users import Caller
+from tests.postgres import Cluster, running_cluster
 
 ANA = Caller("ana", admin=False)
 WRITER = Caller("writer", admin=False)
@@ -40,10 +45,40 @@ def job_spec(**overrides: Any) -> dict[str, Any]:
     return spec
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None and "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", marker.args)
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def backend() -> str:
+    """The database of `settings`: SQLite, unless the test is marked `backends(...)`."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    with running_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """None for SQLite in the state directory; else a fresh PostgreSQL database."""
+    if backend == "sqlite":
+        yield None
+        return
+    cluster: Cluster = request.getfixturevalue("postgres_cluster")
+    with cluster.database() as url:
+        yield url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str | None) -> Settings:
     return Settings(
         home=tmp_path / "gpuq",
+        database_url=database_url,
         gpus="sim:2x8GiB",
         cancel_grace_s=10,
         active_poll_s=0.1,

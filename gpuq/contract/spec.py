@@ -303,6 +303,27 @@ class CommandSpec(StrictModel):
         return self
 
 
+_SLURM_NAME = r"^[\w.\-]+$"
+
+
+class SlurmOptions(StrictModel):
+    """Where on a Slurm cluster the job goes (`GPUQ_EXECUTOR=slurm`); ignored on a box."""
+
+    partition: str | None = Field(
+        None, max_length=128, pattern=_SLURM_NAME, description="Instead of GPUQ_SLURM_PARTITION."
+    )
+    account: str | None = Field(
+        None, max_length=128, pattern=_SLURM_NAME, description="Instead of GPUQ_SLURM_ACCOUNT."
+    )
+    qos: str | None = Field(None, max_length=128, pattern=_SLURM_NAME, description="A QOS.")
+    constraint: str | None = Field(
+        None,
+        max_length=256,
+        pattern=r"^[\w.\-&|,:*\[\]()!]+$",
+        description="Node features, in Slurm's `--constraint` syntax (e.g. `a100|h100`).",
+    )
+
+
 class JobSpec(StrictModel):
     name: str = Field(
         "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
@@ -331,6 +352,9 @@ class JobSpec(StrictModel):
     )
     time_limit_s: float | None = Field(
         None, gt=0, le=366 * 86400, description="Stop the job (timed_out) after this long."
+    )
+    slurm: SlurmOptions | None = Field(
+        None, description="Partition, account, QOS and constraint on a Slurm cluster."
     )
     max_retries: int = Field(
         0,

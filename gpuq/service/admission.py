@@ -17,9 +17,21 @@ from gpuq.service.gpus.nvml import DeviceReading
 MIN_CAP_ABOVE_HEADROOM_MB = 256
 
 
-def check(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:
-    """Raises `Invalid` if `spec` could never be placed here or its data cannot be read."""
-    _check_resources(spec, gpus, headroom_mb)
+def check(
+    spec: JobSpec,
+    gpus: Sequence[DeviceReading],
+    headroom_mb: int,
+    *,
+    cluster: Sequence[int] | None = None,
+) -> None:
+    """Raises `Invalid` if `spec` could never be placed here or its data cannot be read.
+
+    `cluster`: under a queueing executor, the GPUs of each of its nodes instead of `gpus`.
+    """
+    if cluster is None:
+        _check_resources(spec, gpus, headroom_mb)
+    else:
+        _check_cluster_resources(spec, cluster)
     if spec.keras is not None and isinstance(spec.keras.data, NpzData):
         x_shape = _check_npz(spec.keras.data)
         if isinstance(spec.keras.model, CnnModel) and len(x_shape) not in (3, 4):
@@ -50,6 +62,22 @@ def _check_command(command: CommandSpec) -> None:
             raise Invalid(where, f"{command.workdir!r} must be an absolute path")
         if not os.path.isdir(command.workdir):
             raise Invalid(where, f"{command.workdir!r} does not exist or is not a directory")
+
+
+def _check_cluster_resources(spec: JobSpec, nodes: Sequence[int]) -> None:
+    res = spec.resources
+    if res.gpu_ids is not None:
+        raise Invalid(
+            ("body", "resources", "gpu_ids"),
+            "Slurm chooses the GPUs on a cluster (GPUQ_EXECUTOR=slurm); ask for `gpus` instead",
+        )
+    largest = max(nodes, default=0)
+    if res.gpu_count > largest:
+        raise Invalid(
+            ("body", "resources", "gpus"),
+            f"the largest GPU node of the Slurm partition has {largest} GPU(s); a job runs on "
+            "one node",
+        )
 
 
 def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:

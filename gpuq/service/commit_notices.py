@@ -1,7 +1,9 @@
-"""Wakes waiting requests (long polls, event streams) when this process commits a write.
+"""Wakes waiting requests (long polls, event streams) when a write is committed.
 
-Waiters still re-read the database: a notice only says "look now", and processes that
-did not make the write (an API-only process) fall back to polling at `POLL_S`.
+Waiters still re-read the database: a notice only says "look now". This process's own
+commits notify at once; on PostgreSQL, other processes' commits arrive through LISTEN
+(`change_listener`). Where nothing tells of them (SQLite, or while the listener
+reconnects), waiters poll at `POLL_S`.
 """
 
 import asyncio
@@ -14,6 +16,9 @@ POLL_S = 0.25
 
 class CommitNotices:
     def __init__(self) -> None:
+        #: How long a waiter trusts notices to come; the listener raises it while it hears
+        #: every process's commits.
+        self.poll_s = POLL_S
         self._lock = threading.Lock()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
 
@@ -34,9 +39,9 @@ class CommitNotices:
         return future
 
     async def wait(self, future: "asyncio.Future[None]", timeout_s: float) -> None:
-        """Waits for the armed notice, at most `timeout_s` (and at most `POLL_S`)."""
+        """Waits for the armed notice, at most `timeout_s` (and at most `poll_s`)."""
         try:
-            await asyncio.wait_for(asyncio.shield(future), min(timeout_s, POLL_S))
+            await asyncio.wait_for(asyncio.shield(future), min(timeout_s, self.poll_s))
         except TimeoutError:
             pass
         finally:

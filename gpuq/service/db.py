@@ -1,5 +1,7 @@
-"""SQLite engines: WAL, busy timeout, foreign keys, and BEGIN IMMEDIATE for writes."""
+"""The database: SQLite (WAL, busy timeout, foreign keys, BEGIN IMMEDIATE for writes) by
+default, or PostgreSQL (`postgres`: one writer at a time, a NOTIFY from every write)."""
 
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -7,13 +9,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import DateTime, Engine, TypeDecorator, create_engine, event
+from sqlalchemy import DateTime, Engine, Table, TypeDecorator, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.url import make_url
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel
 
+from gpuq.service import postgres
+from gpuq.service.change_listener import ChangeListener
 from gpuq.service.commit_notices import CommitNotices
+
+if TYPE_CHECKING:
+    import psycopg
 
 BUSY_TIMEOUT_MS = 10_000
 T = TypeVar("T")
@@ -63,12 +71,23 @@ def _sqlite_engine(url: str, begin: str) -> Engine:
     return engine
 
 
+def insert(session: Session, model: type[SQLModel]) -> sqlite.Insert | postgresql.Insert:
+    """An INSERT into `model`'s table that can take `on_conflict_do_update`, which SQLite
+    and PostgreSQL spell alike."""
+    table: Table = model.__table__  # type: ignore[attr-defined]
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
 @dataclass
 class Database:
     """A read engine (deferred BEGIN) and a write engine (BEGIN IMMEDIATE) on one database.
 
     A write that starts as a deferred read must upgrade its lock mid-transaction, which is
     what makes SQLite answer "database is locked"; taking the write lock up front avoids it.
+    On PostgreSQL the reader reads one snapshot per transaction and the writer takes an
+    advisory lock first (`postgres.engines`): the same one-writer-at-a-time world.
     """
 
     url: str
@@ -78,15 +97,21 @@ class Database:
     #: One writer at a time in this process: SQLite serialises writers anyway, and threads
     #: queued here wake at once, where SQLite's busy handler would make them sleep and retry.
     _write_lock: threading.Lock = field(default_factory=threading.Lock)
-    #: SQLite only: a connection kept to ask `PRAGMA data_version`, which changes whenever
+    #: SQLite: a connection kept to ask `PRAGMA data_version`, which changes whenever
     #: another connection (of any process) has committed; it never writes.
     _version_probe: sqlite3.Connection | None = None
-    _cache: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    #: PostgreSQL: the same question, asked of the server's snapshot.
+    _change_probe: postgres.ChangeProbe | None = None
+    #: PostgreSQL: hears other processes' commits.
+    _listener: ChangeListener | None = None
+    _cache: dict[str, tuple[object, Any]] = field(default_factory=dict)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, url: str) -> "Database":
         parsed = make_url(url)
+        if parsed.get_backend_name() == "postgresql":
+            return cls._open_postgres(url)
         if parsed.get_backend_name() != "sqlite":
             engine = create_engine(url)
             return cls(url, engine, engine)
@@ -101,6 +126,38 @@ class Database:
             _sqlite_engine(url, "BEGIN IMMEDIATE"),
             _version_probe=probe,
         )
+
+    @classmethod
+    def _open_postgres(cls, url: str) -> "Database":
+        origin = secrets.token_hex(8)  # signs this Database's notices, to skip its own
+        reader, writer = postgres.engines(url, origin)
+        notices = CommitNotices()
+        listener = ChangeListener(
+            lambda: postgres.connect(reader, "gpuq change listener"), notices, origin
+        )
+        listener.start()
+        return cls(
+            url,
+            reader,
+            writer,
+            notices,
+            _change_probe=postgres.ChangeProbe(reader),
+            _listener=listener,
+        )
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.writer.dialect.name
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, to show."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def connect_dedicated(self, purpose: str) -> "psycopg.Connection[Any]":
+        """PostgreSQL: a psycopg connection of its own (autocommit, outside the pools)."""
+        return postgres.connect(self.writer, purpose)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -121,10 +178,10 @@ class Database:
     def cached(self, key: str, load: Callable[[], T]) -> T:
         """`load()`'s value, kept until anything is committed to the database (by this
         process or another); loaded every time where that cannot be told."""
-        if self._version_probe is None:
+        version = self._version()
+        if version is None:
             return load()
         with self._cache_lock:
-            version = self._version_probe.execute("PRAGMA data_version").fetchone()[0]
             hit = self._cache.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
@@ -133,7 +190,20 @@ class Database:
             self._cache[key] = (version, value)
         return value
 
+    def _version(self) -> object | None:
+        """What changes whenever anything commits; None where that cannot be told."""
+        if self._change_probe is not None:
+            return self._change_probe.version()
+        if self._version_probe is None:
+            return None
+        with self._cache_lock:
+            return self._version_probe.execute("PRAGMA data_version").fetchone()[0]
+
     def dispose(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        if self._change_probe is not None:
+            self._change_probe.close()
         self.reader.dispose()
         self.writer.dispose()
         if self._version_probe is not None:

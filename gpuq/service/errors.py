@@ -43,3 +43,9 @@ class Invalid(GpuqError):
     def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+class Unavailable(GpuqError):
+    """Something gpuq depends on (Slurm's controller) does not answer; try again."""
+
+    status_code = 503

@@ -11,6 +11,8 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from gpuq.contract.states import ACTIVE, JobStatus
+from gpuq.service.errors import Unavailable
+from gpuq.service.public import GpuNodePublic, GpuPublic
 from gpuq.service.runtime import Service
 from gpuq.service.tables import Job
 
@@ -68,7 +70,12 @@ class GpuqCollector(Collector):
         yield from (peak, cap, fraction, speed)
 
     def _gpus(self) -> Iterator[Metric]:
-        views = self.service.list_gpus()
+        try:
+            listed = self.service.list_gpus()
+        except Unavailable:
+            return  # Slurm did not answer: no node figures this time, the rest still count
+        yield from _nodes([n for n in listed if isinstance(n, GpuNodePublic)])
+        views = [g for g in listed if isinstance(g, GpuPublic)]
         labels = ["gpu", "uuid"]
 
         def family(name: str, text: str) -> GaugeMetricFamily:
@@ -96,6 +103,20 @@ class GpuqCollector(Collector):
             for name in ("free", "in_use", "draining", "quarantined"):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
+
+
+def _nodes(nodes: list[GpuNodePublic]) -> Iterator[Metric]:
+    """Under `GPUQ_EXECUTOR=slurm`: the partition's GPU nodes."""
+    if not nodes:
+        return
+    gpus = GaugeMetricFamily("gpuq_node_gpus", "GPUs of a Slurm node.", labels=["node", "state"])
+    allocated = GaugeMetricFamily(
+        "gpuq_node_gpus_allocated", "GPUs Slurm has given to jobs.", labels=["node", "state"]
+    )
+    for node in nodes:
+        gpus.add_metric([node.node, node.state], node.gpus)
+        allocated.add_metric([node.node, node.state], node.gpus_allocated)
+    yield from (gpus, allocated)
 
 
 def render(service: Service) -> bytes:

@@ -59,6 +59,12 @@ class JobEvent(BaseModel):
     metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
     gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
     num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
+    executor: str | None = _d(
+        "What runs the current attempt: `local` (this box) or `slurm`; null until handed over."
+    )
+    executor_job_id: str | None = _d(
+        "The attempt's id there: the runner's process id on a box, the Slurm job id."
+    )
     started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
     running_at: datetime | None = _d("The first training step was reported (UTC).")
     finished_at: datetime | None = _d("Reached its final state (UTC).")
@@ -152,6 +158,16 @@ class AllocationPublic(BaseModel):
 class ForeignProcess(BaseModel):
     pid: int = _d("Process id on the host.")
     memory_mb: int = _d("GPU memory it holds, in MiB.")
+
+
+class GpuNodePublic(BaseModel):
+    """A GPU node of the Slurm partition (`GPUQ_EXECUTOR=slurm`), from `sinfo`."""
+
+    node: str = _d("Slurm's node name.")
+    gpus: int = _d("GPUs the node has (its `gpu` GRES).")
+    gpus_allocated: int = _d("GPUs Slurm has given to jobs.")
+    gpus_free: int = _d("GPUs neither allocated nor on a node that is down or drained.")
+    state: str = _d("Slurm's node state: idle, mixed, allocated, down, drained...")
 
 
 class GpuPublic(BaseModel):

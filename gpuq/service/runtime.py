@@ -10,13 +10,14 @@ from gpuq.contract.states import TERMINAL
 from gpuq.service import admission, jobs, migrate
 from gpuq.service.artifacts import Artifact, find_artifact, list_artifacts
 from gpuq.service.db import Database
-from gpuq.service.errors import Conflict, Invalid, NotFound
-from gpuq.service.executors import Executor, LocalExecutor
+from gpuq.service.errors import Conflict, Invalid, NotFound, Unavailable
+from gpuq.service.executors import Executor, LocalExecutor, Node, QueueingExecutor
+from gpuq.service.executors.slurm import SlurmExecutor, slurm_environment_ok
 from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import Inventory, discover
+from gpuq.service.gpus.inventory import Inventory, InventoryError, discover
 from gpuq.service.gpus.nvml import GpuProbe
 from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.public import GpuPublic, Preview
+from gpuq.service.public import GpuNodePublic, GpuPublic, Preview
 from gpuq.service.scheduler.loop import Scheduler
 from gpuq.service.settings import Settings
 from gpuq.service.tables import Job
@@ -43,7 +44,11 @@ class Service:
         draining while workers train on simulated devices.
         """
         settings.home.mkdir(parents=True, exist_ok=True)
-        if probe is None:
+        executor = open_executor(settings)
+        if isinstance(executor, QueueingExecutor):
+            # The cluster's GPUs are Slurm's; `sim:` still makes workers simulate theirs.
+            inventory = Inventory([], simulated=settings.gpus.startswith("sim"), probe=None)
+        elif probe is None:
             inventory = discover(settings.gpus)
         else:
             inventory = Inventory.from_probe(probe, simulated=True)
@@ -51,7 +56,6 @@ class Service:
         migrate.upgrade(db)
         registry.sync(db, inventory)
         gpus = GpuRegistry(db, inventory)
-        executor = LocalExecutor(settings.runs_dir)
         scheduler = Scheduler(db, settings, gpus, executor)
         if schedule:
             scheduler.start()
@@ -87,7 +91,17 @@ class Service:
 
     def _admit(self, spec: JobSpec) -> None:
         devices = self.gpus.inventory.devices
-        admission.check(spec, devices, self.settings.gpu_headroom_mb)
+        cluster = None
+        if isinstance(self.executor, QueueingExecutor):
+            cluster = [node.gpus for node in self._nodes()]
+        admission.check(spec, devices, self.settings.gpu_headroom_mb, cluster=cluster)
+
+    def _nodes(self) -> list[Node]:
+        assert isinstance(self.executor, QueueingExecutor)
+        try:
+            return self.executor.nodes()
+        except OSError as exc:
+            raise Unavailable(f"cannot ask Slurm for its nodes: {exc}") from exc
 
     def cancel(self, job_id: int, caller: Caller) -> Job:
         job = jobs.cancel_job(self.db, job_id, caller)
@@ -135,15 +149,47 @@ class Service:
 
     # --- GPUs ----------------------------------------------------------------------------------
 
-    def list_gpus(self) -> list[GpuPublic]:
+    def list_gpus(self) -> list[GpuPublic] | list[GpuNodePublic]:
+        if isinstance(self.executor, QueueingExecutor):
+            return [
+                GpuNodePublic(
+                    node=n.node,
+                    gpus=n.gpus,
+                    gpus_allocated=n.gpus_allocated,
+                    gpus_free=0 if _unusable(n.state) else max(0, n.gpus - n.gpus_allocated),
+                    state=n.state,
+                )
+                for n in self._nodes()
+            ]
         return self.gpus.describe(self.scheduler.job_groups())
 
     def release_gpu(self, index: int, caller: Caller) -> GpuPublic:
         """Puts a draining or quarantined GPU back into use; 404 or 409 otherwise."""
-        views = {g.index: g for g in self.list_gpus()}
+        if isinstance(self.executor, QueueingExecutor):
+            raise Conflict("the GPUs are Slurm's: a cluster administrator resumes a node")
+        views = {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}
         if index not in views:
             raise NotFound(f"no GPU with index {index}")
         if not self.gpus.release(index, actor=caller.name):
             raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
         self.scheduler.wake()
-        return {g.index: g for g in self.list_gpus()}[index]
+        return {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}[index]
+
+
+def _unusable(state: str) -> bool:
+    """A Slurm node state in which no job starts there."""
+    return any(word in state.lower() for word in ("down", "drain", "fail", "maint", "reserved"))
+
+
+def open_executor(settings: Settings) -> Executor:
+    """The executor `GPUQ_EXECUTOR` names; `InventoryError` if Slurm is asked for but its
+    commands do not answer here."""
+    if settings.executor == "slurm":
+        problem = slurm_environment_ok()
+        if problem is not None:
+            raise InventoryError(
+                f"GPUQ_EXECUTOR=slurm, but Slurm's commands do not work here ({problem}); "
+                "install Slurm's client and set SLURM_CONF if needed"
+            )
+        return SlurmExecutor(settings)
+    return LocalExecutor(settings.runs_dir)

@@ -1,5 +1,7 @@
 """Service settings, read from `GPUQ_*` environment variables."""
 
+import difflib
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -52,6 +54,23 @@ class Settings(BaseSettings):
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")
     log_level: str = "INFO"
+    executor: Literal["local", "slurm"] = Field(
+        "local", description="What runs placed jobs: `local` (this box) or `slurm` (`sbatch`)."
+    )
+    slurm_partition: str | None = Field(None, description="Slurm partition for gpuq's jobs.")
+    slurm_account: str | None = Field(None, description="Slurm account charged for them.")
+    slurm_python: str | None = Field(
+        None, description="gpuq's interpreter on the compute nodes; default: this one."
+    )
+    slurm_sbatch_args: str = Field(
+        "", description="More `sbatch` arguments for every job, shell-quoted."
+    )
+    slurm_poll_s: float = Field(
+        2.0, gt=0, description="Shortest wait between two `squeue` queries."
+    )
+    slurm_poll_max_s: float = Field(
+        30.0, gt=0, description="Longest: the wait doubles while nothing changes."
+    )
 
     @field_validator("home")
     @classmethod
@@ -66,6 +85,40 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> Path:
         return self.home / "runs"
+
+
+#: `GPUQ_*` variables that are not the service's settings: the client's, and those gpuq
+#: gives every job (`gpuq.contract.runspec`).
+OTHER_VARIABLES = frozenset(
+    {
+        "GPUQ_URL",
+        "GPUQ_TOKEN",
+        "GPUQ_JOB_ID",
+        "GPUQ_ATTEMPT",
+        "GPUQ_RUN_DIR",
+        "GPUQ_EVENTS",
+        "GPUQ_ARTIFACTS_DIR",
+        "GPUQ_CHECKPOINT_DIR",
+        "GPUQ_TENSORBOARD_DIR",
+        "GPUQ_DEVICES",
+    }
+)
+
+
+def known_variables() -> frozenset[str]:
+    settings = {f"GPUQ_{name.upper()}" for name in Settings.model_fields}
+    return frozenset(settings | OTHER_VARIABLES)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """Each `GPUQ_*` variable in `environ` that gpuq does not know, with the nearest known
+    name (None if nothing is close): a typo would otherwise be ignored without a word."""
+    known = known_variables()
+    return [
+        (name, next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.6)), None))
+        for name in sorted(environ)
+        if name.startswith("GPUQ_") and name not in known
+    ]
 
 
 @lru_cache

@@ -59,7 +59,9 @@ class Job(SQLModel, table=True):
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
-    runner_pid: int | None = None
+    runner_pid: int | None = None  #: leads the job's process group on this box (local)
+    executor: str | None = None  #: what runs the current attempt: `local` or `slurm`
+    executor_job_id: str | None = None  #: its id there: the runner's pid, the Slurm job id
     events_offset: int = 0
     cancel_requested_at: datetime | None = _utc(default=None)
     stop_reason: Reason | None = None  #: why the scheduler sent SIGTERM

@@ -8,6 +8,7 @@ and start time in `runner.json`, touches `heartbeat` while it waits, and writes
 the time. It imports the standard library only: every job's start waits for it.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -37,6 +38,10 @@ def main(argv: list[str]) -> int:
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
     args = plan["argv"]
+    # Under Slurm the runner is the batch step, and `scancel --batch` or the time limit's
+    # warning (`--signal=B:TERM@...`) reaches it alone: training gets its own process group
+    # and the runner passes those signals on to it.
+    batch_step = "SLURM_JOB_ID" in os.environ
     try:
         with open(run.log, "ab", buffering=0) as log:
             child = subprocess.Popen(
@@ -46,6 +51,7 @@ def main(argv: list[str]) -> int:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                process_group=0 if batch_step else None,
             )
         spawned = time.time()
     except OSError as exc:
@@ -70,6 +76,9 @@ def main(argv: list[str]) -> int:
         },
         durable=False,  # pids mean nothing after a power cut
     )
+    if batch_step:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
     kills_before = oom_kills()
     if plan["running_at_start"]:
         events.emit(Event.running, pid=child.pid)
@@ -94,6 +103,11 @@ def main(argv: list[str]) -> int:
         },
     )
     return code if code >= 0 else 128 - code
+
+
+def _pass_on(group: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, number)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,16 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, database_url: str | None = None) -> None:
+        """`database_url`: None for SQLite in `home`."""
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.db_url = database_url or f"sqlite:///{home / 'gpuq.db'}"
         self.env = {
             **os.environ,
             "GPUQ_HOME": str(home),
+            "GPUQ_DATABASE_URL": self.db_url,
             "GPUQ_GPUS": "sim:2x8GiB",
             "GPUQ_PORT": str(self.port),
             "GPUQ_URL": self.url,

@@ -157,3 +157,19 @@ def test_the_token_comes_from_the_command_line_or_the_environment(server):
         [*GPUQ, "--url", elsewhere, "ls"], env=with_env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1 and f"cannot reach gpuq at {elsewhere}" in done.stderr
+
+
+def test_serve_names_each_unknown_setting_with_the_nearest_known_one(tmp_path):
+    server = Server(tmp_path / "gpuq")
+    server.env.update(GPUQ_EXCUTOR="slurm", GPUQ_MAX_JOB_QUEUED="3")
+    server.start()
+    try:
+        log = (tmp_path / "serve.log").read_text()
+    finally:
+        server.kill()
+    assert "UNKNOWN SETTING GPUQ_EXCUTOR is ignored; did you mean GPUQ_EXECUTOR?" in log
+    assert (
+        "UNKNOWN SETTING GPUQ_MAX_JOB_QUEUED is ignored; did you mean GPUQ_MAX_JOBS_QUEUED?" in log
+    )
+    # The client's own variables, set for the CLI, are known.
+    assert "GPUQ_URL" not in log

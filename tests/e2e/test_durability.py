@@ -4,7 +4,6 @@ import multiprocessing
 import signal
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
@@ -13,16 +12,17 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from gpuq.service import jobs
 from gpuq.service.db import Database
+from gpuq.service.settings import Settings
 from tests.conftest import WRITER, job_spec
 from tests.e2e.server import Server
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.backends("sqlite", "postgres")]
 
 
 @pytest.fixture
-def api_server(tmp_path: Path) -> Iterator[Server]:
+def api_server(settings: Settings) -> Iterator[Server]:
     """An API-only server: submissions are stored but nothing is scheduled."""
-    server = Server(tmp_path / "gpuq")
+    server = Server(settings.home, settings.database_url)
     server.start("--api-only")
     yield server
     if server.proc and server.proc.poll() is None:
@@ -84,7 +84,7 @@ def write_jobs(url: str, count: int) -> int:
 
 
 def test_several_writer_processes_and_the_server_never_see_a_locked_database(api_server):
-    url = f"sqlite:///{api_server.home / 'gpuq.db'}"
+    url = api_server.db_url
     context = multiprocessing.get_context("spawn")
     with context.Pool(4) as pool:
         pending = pool.starmap_async(write_jobs, [(url, 100)] * 4)

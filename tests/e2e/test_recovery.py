@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import command_spec, ended, job_spec, wait_for
 
 pytestmark = pytest.mark.e2e
+#: What the database is in the middle of: judging an exit, requeueing, metrics per epoch.
+BOTH = pytest.mark.backends("sqlite", "postgres")
 
 
 def submit(client, spec) -> int:
@@ -36,6 +38,7 @@ def gone(pid: int) -> bool:
     return state == "Z"
 
 
+@BOTH
 def test_a_killed_training_process_fails_the_job_with_signal_quickly(client, settings):
     job_id = submit(client, command_spec("import time; time.sleep(120)", gpu_ids=[0]))
     wait_for(client, job_id, lambda j: j["status"] == "running")
@@ -48,6 +51,7 @@ def test_a_killed_training_process_fails_the_job_with_signal_quickly(client, set
     assert client.get("/v1/gpus").json()[0]["state"] == "free"
 
 
+@BOTH
 def test_a_killed_runner_is_a_lost_worker_and_its_orphan_is_stopped(client, settings):
     job_id = submit(client, command_spec("import time; time.sleep(120)", gpu_ids=[1]))
     wait_for(client, job_id, lambda j: j["status"] == "running")
@@ -62,6 +66,7 @@ def test_a_killed_runner_is_a_lost_worker_and_its_orphan_is_stopped(client, sett
     assert client.get("/v1/gpus").json()[1]["state"] == "free"
 
 
+@BOTH
 def test_a_retry_resumes_after_the_last_checkpointed_epoch(client, settings):
     keras = {"epochs": 8, "data": {"source": "synthetic", "samples": 4096, "features": 8}}
     job_id = submit(client, job_spec(keras=keras, max_retries=1))

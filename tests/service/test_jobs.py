@@ -8,6 +8,8 @@ from gpuq.service.errors import Conflict, Invalid, NotFound
 from gpuq.service.public import JobPublic
 from tests.conftest import ANA, job_spec
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 
 def make(db: Database, **overrides) -> int:
     job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)

@@ -38,3 +38,30 @@ def test_bad_values_are_refused(monkeypatch, value):
 
 def test_home_is_a_path():
     assert isinstance(Settings(home="x").home, Path)
+
+
+def test_unknown_variables_are_named_with_the_nearest_known_one():
+    from gpuq.service.settings import unknown_variables
+
+    environ = {
+        "GPUQ_EXCUTOR": "slurm",
+        "GPUQ_SLURM_PARITION": "gpu",
+        "GPUQ_EXECUTOR": "local",
+        "GPUQ_URL": "http://127.0.0.1:8000",
+        "GPUQ_TOKEN": "t",
+        "GPUQ_ZZZZZZZZZZZZZZZZZZ": "1",
+        "HOME": "/root",
+    }
+    assert unknown_variables(environ) == [
+        ("GPUQ_EXCUTOR", "GPUQ_EXECUTOR"),
+        ("GPUQ_SLURM_PARITION", "GPUQ_SLURM_PARTITION"),
+        ("GPUQ_ZZZZZZZZZZZZZZZZZZ", None),
+    ]
+
+
+def test_every_setting_and_the_clients_variables_are_known():
+    from gpuq.service.settings import known_variables
+
+    known = known_variables()
+    assert {"GPUQ_EXECUTOR", "GPUQ_SLURM_PYTHON", "GPUQ_CANCEL_GRACE_S"} <= known
+    assert {"GPUQ_URL", "GPUQ_TOKEN", "GPUQ_RUN_DIR"} <= known

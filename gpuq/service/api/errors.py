@@ -26,6 +26,7 @@ def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "No such job or GPU.",
         409: "The request conflicts with the current state (e.g. the job already ended).",
         413: "The request body is over 1 MiB.",
+        503: "Slurm's controller did not answer (GPUQ_EXECUTOR=slurm); try again.",
     }
     return {code: {"model": Detail, "description": words[code]} for code in codes}
 

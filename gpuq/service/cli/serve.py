@@ -47,12 +47,18 @@ def serve(
     # The server's modules load here, not at import: `gpuq ls` should start fast.
     from gpuq.service.settings import Settings
 
+    _warn_unknown_variables()
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     settings = Settings(**overrides)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    user_count = _count_users(settings.db_url)
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        user_count = _count_users(settings.db_url)
+    except OperationalError as exc:
+        _fail(f"cannot open the database: {str(exc.orig).strip() or exc}")
     if user_count == 0 and not is_loopback(settings.host) and not insecure:
         _fail(
             f"refusing to serve on {settings.host} with no users: anyone who can reach "
@@ -60,6 +66,18 @@ def serve(
             "(then send its token), or pass --insecure."
         )
     _run(settings, user_count, schedule=not api_only)
+
+
+def _warn_unknown_variables() -> None:
+    """Names each `GPUQ_*` variable gpuq does not know: a typo such as `GPUQ_EXCUTOR`
+    would otherwise be ignored and jobs would run with the default."""
+    import os
+
+    from gpuq.service.settings import unknown_variables
+
+    for name, nearest in unknown_variables(os.environ):
+        hint = f"did you mean {nearest}?" if nearest else "no gpuq setting is spelt like it"
+        print(f"gpuq: WARNING: UNKNOWN SETTING {name} is ignored; {hint}", file=sys.stderr)
 
 
 def _count_users(db_url: str) -> int:
@@ -102,7 +120,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     log.info(
         "state in %s, database %s, %d GPU(s)%s; API on http://%s:%d (docs at /docs)",
         settings.home.resolve(),
-        settings.db_url,
+        service.db.safe_url,  # no password in the log
         len(service.gpus.inventory.devices),
         " (simulated)" if service.gpus.inventory.simulated else "",
         settings.host,

@@ -97,7 +97,10 @@ def jobs_table(jobs: Sequence[dict[str, Any]]) -> Table:
 
 
 def gpus_table(gpus: Sequence[dict[str, Any]]) -> Table:
-    """`gpuq gpus`: memory, processes gpuq did not start, and the jobs on each GPU."""
+    """`gpuq gpus`: memory, processes gpuq did not start, and the jobs on each GPU; under
+    Slurm, the partition's GPU nodes."""
+    if gpus and "node" in gpus[0]:
+        return nodes_table(gpus)
     rows = [
         (
             g["index"],
@@ -116,6 +119,11 @@ def gpus_table(gpus: Sequence[dict[str, Any]]) -> Table:
     ]
     headers = ["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "OTHERS MiB", "JOBS (MiB)"]
     return table(headers, rows)
+
+
+def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
+    rows = [(n["node"], n["gpus"], n["gpus_allocated"], n["gpus_free"], n["state"]) for n in nodes]
+    return table(["NODE", "GPUS", "ALLOCATED", "FREE", "STATE"], rows)
 
 
 def gpu_line(gpu: dict[str, Any]) -> str:
@@ -186,6 +194,8 @@ def job_summary(job: dict[str, Any]) -> str:
         + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
         + (f", {_plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
+    if job.get("executor"):
+        lines.append(f"  executor: {job['executor']}, job id {job.get('executor_job_id') or '-'}")
     if job.get("priority"):
         lines.append(f"  priority: {job['priority']}")
     if job.get("held") and not job.get("wait_reason"):

@@ -3,11 +3,12 @@
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus, Reason
 
 
 class LaunchError(OSError):
@@ -16,26 +17,46 @@ class LaunchError(OSError):
 
 @dataclass(frozen=True)
 class Launch:
-    """A placed job, ready to start."""
+    """A placed job (or, for a queueing executor, an admitted one), ready to start."""
 
     job_id: int
     attempt: int
     spec: JobSpec
     devices: DevicePlan
     resume_from: int | None = None  #: an earlier attempt whose checkpoints it resumes from
+    # What a queueing executor orders and holds jobs by; the local executor needs none.
+    priority: int = 0
+    held: bool = False
+    #: executor job ids of the jobs that must succeed before this one starts
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Started:
+    #: the id the executor knows the attempt by: the runner's pid, the Slurm job id
+    executor_job_id: str
     #: the runner's pid, which leads the job's process group; None where no local process
     #: stands for the job
-    runner_pid: int | None
+    runner_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How the executor says a job ended, where its word beats the runner's record (Slurm
+    ended it at its time limit, its node failed, it was preempted)."""
+
+    status: JobStatus
+    reason: Reason | None
+    message: str
+    #: queue a new attempt at once, resuming from the checkpoint (preemption)
+    requeue: bool = False
 
 
 @dataclass(frozen=True)
 class Exit:
     job_id: int
     record: dict[str, Any] | None  #: the runner's `exit.json`; None if it never wrote one
+    verdict: Verdict | None = None  #: the executor's own word on the end, if it has one
 
 
 class Executor(Protocol):
@@ -54,7 +75,7 @@ class Executor(Protocol):
     def start(self, launch: Launch) -> Started:
         """Writes the run directory and starts the job; `LaunchError` if it cannot."""
 
-    def adopt(self, job_id: int, attempt: int, runner_pid: int | None) -> bool:
+    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
         """Takes back a job a previous service started; True if it still runs (an ended
         one is reported by the next `exited`)."""
 
@@ -68,3 +89,44 @@ class Executor(Protocol):
     def process_groups(self) -> dict[int, int]:
         """Process group → job, for the jobs whose processes run on this host (GPU memory
         is attributed to jobs by process group)."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A handed-over job its executor has not started yet."""
+
+    why: str  #: the executor's words (Slurm's reason: `Resources`, `Priority`...)
+    position: int | None  #: 1 for the job the executor will start next; None: not known yet
+
+
+@dataclass(frozen=True)
+class Node:
+    """A machine of a queueing executor's cluster, and its GPUs."""
+
+    node: str
+    gpus: int
+    gpus_allocated: int
+    state: str  #: the executor's word (`idle`, `mixed`, `allocated`, `down`, `drained`...)
+
+
+@runtime_checkable
+class QueueingExecutor(Executor, Protocol):
+    """An executor with a queue of its own (Slurm). gpuq hands it every admitted job at
+    once (`start`), with its priority, hold and dependencies; the executor decides where
+    and when each runs, and gpuq follows (`waiting`, `started`)."""
+
+    def waiting(self) -> dict[int, Waiting]:
+        """The handed-over jobs that have not started, by job id."""
+
+    def started(self) -> list[int]:
+        """The handed-over jobs that started since the last call, each once."""
+
+    def follow(self, job_id: int, *, held: bool, priority: int, after: tuple[str, ...]) -> None:
+        """Brings a waiting job's hold, priority and dependencies up to date (no call to
+        the executor when nothing changed)."""
+
+    def withdraw(self, job_id: int) -> None:
+        """Takes back a job that gpuq ended before it started (cancelled while queued)."""
+
+    def nodes(self) -> list[Node]:
+        """The machines with GPUs that gpuq's jobs may run on."""

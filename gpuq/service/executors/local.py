@@ -9,7 +9,6 @@ writes `exit.json` when the job ends, so a job outlives `gpuq serve` and is take
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuq.contract.processes import process_start_ticks
-from gpuq.contract.rundir import RunDir, read_json, write_json_atomic
-from gpuq.contract.runspec import RunSpec, runner_environment
+from gpuq.contract.rundir import RunDir, read_json
 from gpuq.service.executors.base import Exit, Launch, LaunchError, Started
 from gpuq.service.executors.launcher import Launcher
+from gpuq.service.executors.prepare import prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -70,30 +69,14 @@ class LocalExecutor:
         return RunDir.of(self.runs_dir, job_id, attempt)
 
     def start(self, launch: Launch) -> Started:
-        run = self.run_dir(launch.job_id, launch.attempt)
-        runspec = RunSpec(
-            job_id=launch.job_id, attempt=launch.attempt, spec=launch.spec, devices=launch.devices
-        )
         try:
-            env = self._prepare(run, runspec, launch.resume_from)
+            run, env = prepare_run(self.runs_dir, launch)
             runner = self._spawn(launch.job_id, run, env)
         except OSError as exc:
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
         self._runners[launch.job_id] = runner
-        return Started(runner.pid)
-
-    def _prepare(self, run: RunDir, runspec: RunSpec, resume_from: int | None) -> dict[str, str]:
-        """Writes the run directory; a retry gets a copy of the previous attempt's
-        checkpoints to resume from (that attempt's own files stay as they were)."""
-        run.create()
-        if resume_from is not None:
-            previous = self.run_dir(runspec.job_id, resume_from)
-            if previous.checkpoints.is_dir():
-                shutil.copytree(previous.checkpoints, run.checkpoints, dirs_exist_ok=True)
-        # Not durable: after a power cut the attempt is over whatever this file says.
-        write_json_atomic(run.spec, runspec.model_dump(mode="json"), durable=False)
-        return runner_environment(os.environ, runspec, run)
+        return Started(str(runner.pid), runner.pid)
 
     def _spawn(self, job_id: int, run: RunDir, env: dict[str, str]) -> _Runner:
         try:
@@ -117,10 +100,10 @@ class LocalExecutor:
         proc.wait()
         self._on_exit()
 
-    def adopt(self, job_id: int, attempt: int, runner_pid: int | None) -> bool:
+    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
         run = self.run_dir(job_id, attempt)
         info = read_json(run.runner) or {}
-        pid = int(info.get("runner_pid") or runner_pid or 0)
+        pid = int(info.get("runner_pid") or executor_job_id or 0)
         runner = _Runner(job_id, run, pid, info.get("runner_start_ticks"))
         self._runners[job_id] = runner
         return runner.alive()

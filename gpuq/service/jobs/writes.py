@@ -10,12 +10,11 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, delete, update
-from sqlalchemy.dialects.sqlite import insert
 from sqlmodel import Session, col
 
 from gpuq.contract.outcome import Outcome
 from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
-from gpuq.service.db import utcnow
+from gpuq.service.db import insert, utcnow
 from gpuq.service.tables import Allocation, Job, JobMetric
 
 _STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
@@ -95,9 +94,36 @@ def claim_for_start(
     return claimed
 
 
-def record_launch(session: Session, job_id: int, runner_pid: int | None) -> None:
-    """The executor started the job: its runner's pid (it leads the job's process group)."""
-    _update(session, job_id, runner_pid=runner_pid)
+def record_launch(
+    session: Session, job_id: int, executor: str, executor_job_id: str, runner_pid: int | None
+) -> None:
+    """The executor started the job: its id there, and its runner's pid (which leads the
+    job's process group) where the runner is on this box."""
+    _update(
+        session, job_id, executor=executor, executor_job_id=executor_job_id, runner_pid=runner_pid
+    )
+
+
+def record_handover(
+    session: Session, job_id: int, attempt: int, executor: str, executor_job_id: str
+) -> bool:
+    """A queueing executor (Slurm) took a queued job as attempt `attempt`; it stays queued
+    until the executor starts it. False if it is no longer queued."""
+    return _update(
+        session,
+        job_id,
+        col(Job.status) == JobStatus.queued,
+        attempt=attempt,
+        executor=executor,
+        executor_job_id=executor_job_id,
+        events_offset=0,
+        retry_at=None,
+    )
+
+
+def mark_started(session: Session, job_id: int) -> bool:
+    """A handed-over job started where its executor put it: `starting`."""
+    return transition(session, job_id, JobStatus.starting, wait_reason=None, queue_position=None)
 
 
 def fail_launch(session: Session, job_id: int, message: str) -> None:
@@ -135,7 +161,7 @@ def record_progress(
 def _record_metrics(
     session: Session, job: Job, epoch: int, step: int, metrics: dict[str, Any]
 ) -> None:
-    statement = insert(JobMetric).values(
+    statement = insert(session, JobMetric).values(
         job_id=job.id,
         attempt=job.attempt,
         epoch=epoch,
@@ -223,6 +249,7 @@ def requeue(
         stop_reason=None,
         stop_sent_at=None,
         runner_pid=None,
+        executor_job_id=None,
         log_tail=log_tail,
     )
     free_allocations(session, job.id)

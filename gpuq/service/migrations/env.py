@@ -4,9 +4,15 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import gpuq.service.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from gpuq.service.migrate import compare_type
 
 target_metadata = SQLModel.metadata
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+context.configure(
+    connection=connection,
+    target_metadata=target_metadata,
+    render_as_batch=True,
+    compare_type=compare_type,
+)
 with context.begin_transaction():
     context.run_migrations()

@@ -5,7 +5,7 @@ import logging
 import os
 from pathlib import Path
 
-from gpuq.contract.outcome import classify
+from gpuq.contract.outcome import Outcome, classify
 from gpuq.contract.states import JobStatus
 from gpuq.service.executors import Exit
 from gpuq.service.jobs import writes
@@ -38,17 +38,13 @@ def finish_job(books: Books, running: Running, exit: Exit) -> None:
         if job is None:
             return
         tail = tail_log(running.run.log)
-        outcome = classify(
-            exit_info=exit.record,
-            detail=job.message,
-            stop_reason=job.stop_reason,
-            time_limit_s=job.spec.get("time_limit_s"),
-            builtin=job.spec.get("kind") == "keras",
-            log_tail=tail,
-        )
+        outcome = judge(exit, job, tail)
         if outcome.status == JobStatus.succeeded:
             tail = []
-        retry_in = retry_delay(outcome, job, books.settings)
+        if exit.verdict is not None and exit.verdict.requeue and outcome.status == JobStatus.queued:
+            retry_in: float | None = 0.0  # preempted: not the job's failure, so no retry counts
+        else:
+            retry_in = retry_delay(outcome, job, books.settings)
         if retry_in is None:
             writes.finish(session, running.job_id, outcome, tail)
         else:
@@ -60,6 +56,24 @@ def finish_job(books: Books, running: Running, exit: Exit) -> None:
         outcome.status.value if retry_in is None else f"retrying in {retry_in:g} s",
         outcome.reason or "-",
         outcome.message,
+    )
+
+
+def judge(exit: Exit, job: Job, tail: list[str]) -> Outcome:
+    """How the job ended: the runner's record, unless the executor knows better (Slurm ended
+    it at its limit, its node failed, it was preempted) and gpuq neither stopped it itself
+    nor saw it succeed."""
+    code = exit.record.get("exit_code") if exit.record else None
+    verdict = exit.verdict
+    if verdict is not None and code != 0 and job.stop_reason is None:
+        return Outcome(verdict.status, verdict.reason, verdict.message, code)
+    return classify(
+        exit_info=exit.record,
+        detail=job.message,
+        stop_reason=job.stop_reason,
+        time_limit_s=job.spec.get("time_limit_s"),
+        builtin=job.spec.get("kind") == "keras",
+        log_tail=tail,
     )
 
 

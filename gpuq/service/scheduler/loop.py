@@ -8,31 +8,37 @@ and time limits; `drain` (drain.py) frees GPUs once a finished job has really le
 `place` (place.py, starting.py) plans the queue and starts what fits. Where a placed job
 runs is the executor's business (`gpuq.service.executors`).
 
+Under an executor with a queue of its own (Slurm) the steps are
+
+    follow → ingest → reap → stop_overdue → hand_over
+
+(handover.py): the executor places and orders; gpuq hands it the queue and follows it.
+
 It wakes when a job is submitted or cancelled (`wake()`), when the executor reports an
 exit, and every `active_poll_s` while jobs run so progress keeps flowing. It never blocks
 on a child.
 """
 
-import fcntl
 import logging
 import threading
 import time
-from pathlib import Path
-from typing import IO
 
-from sqlmodel import col, select
+from sqlalchemy import ColumnElement
+from sqlmodel import col, or_, select
 
 from gpuq.contract.spec import JobSpec
-from gpuq.contract.states import ACTIVE
+from gpuq.contract.states import ACTIVE, JobStatus
 from gpuq.service.db import Database
-from gpuq.service.executors import Executor, LocalExecutor
+from gpuq.service.executors import Executor, LocalExecutor, QueueingExecutor
 from gpuq.service.gpus.registry import GpuRegistry
 from gpuq.service.public import Preview
 from gpuq.service.scheduler.caps import CapGuard
 from gpuq.service.scheduler.drain import drain
-from gpuq.service.scheduler.enforce import enforce
+from gpuq.service.scheduler.enforce import enforce, stop_overdue
 from gpuq.service.scheduler.finishing import reap
+from gpuq.service.scheduler.handover import follow, hand_over
 from gpuq.service.scheduler.ingest import ingest_running
+from gpuq.service.scheduler.lock import SchedulerLock, SchedulerLocked
 from gpuq.service.scheduler.place import Placer
 from gpuq.service.scheduler.running import Books, MemoryRecord, Running
 from gpuq.service.settings import Settings
@@ -40,9 +46,11 @@ from gpuq.service.tables import Job
 
 log = logging.getLogger(__name__)
 
+#: how often the loop makes sure it still holds the scheduler lock (PostgreSQL's goes with
+#: its connection)
+LOCK_CHECK_S = 1.0
 
-class SchedulerLocked(RuntimeError):
-    """Another scheduler already runs against this state directory."""
+__all__ = ["Scheduler", "SchedulerLocked"]
 
 
 class Scheduler:
@@ -60,13 +68,13 @@ class Scheduler:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock: IO[bytes] | None = None
+        self._lock = SchedulerLock(db, settings.home)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         """Takes the scheduler lock, reconciles the jobs left active, starts the loop thread."""
-        self._take_lock()
+        self._lock.take()
         self.reconcile()
         self.books.executor.open(self.wake)
         self._thread = threading.Thread(target=self._run, name="gpuq-scheduler", daemon=True)
@@ -79,9 +87,7 @@ class Scheduler:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self.books.executor.close()
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        self._lock.release()
 
     def wake(self) -> None:
         self._wake.set()
@@ -89,24 +95,18 @@ class Scheduler:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _take_lock(self) -> None:
-        path: Path = self.books.settings.home / "scheduler.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path, "wb")  # noqa: SIM115 (held open for the scheduler's lifetime)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise SchedulerLocked(
-                f"another gpuq serve is already scheduling jobs from {self.books.settings.home}"
-            ) from None
-        self._lock = lock
-
     def _run(self) -> None:
         settings = self.books.settings
+        checked = time.monotonic()
         while not self._stopping.is_set():
             self._wake.clear()
             began = time.monotonic()
+            if began - checked >= LOCK_CHECK_S:
+                checked = began
+                if not self._lock.held():
+                    # Another scheduler may take over now: two would start jobs twice.
+                    log.error("lost the scheduler lock (the database went away); stopping")
+                    return
             try:
                 self.step()
             except Exception:
@@ -118,6 +118,15 @@ class Scheduler:
     # --- the steps ---------------------------------------------------------------------------
 
     def step(self) -> None:
+        executor = self.books.executor
+        if isinstance(executor, QueueingExecutor):
+            # The executor places and orders; gpuq follows it and hands it the queue.
+            follow(self.books, executor)
+            self.ingest()
+            self.reap()
+            stop_overdue(self.books)
+            hand_over(self.books, executor)
+            return
         self.ingest()
         self.reap()
         self.enforce()
@@ -125,13 +134,19 @@ class Scheduler:
         self.place()
 
     def reconcile(self) -> None:
-        """Takes back every job left starting/running; `reap` settles those that ended."""
+        """Takes back every job left starting/running (and, under a queueing executor, those
+        handed over and still waiting there); `reap` settles those that ended."""
         books = self.books
+        taken: ColumnElement[bool] = col(Job.status).in_(ACTIVE)
+        if isinstance(books.executor, QueueingExecutor):
+            handed = (col(Job.status) == JobStatus.queued) & col(Job.executor_job_id).isnot(None)
+            taken = or_(taken, handed)
         with books.db.read() as session:
-            jobs = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
+            jobs = session.exec(select(Job).where(taken)).all()
         for job in jobs:
             assert job.id is not None
-            alive = books.executor.adopt(job.id, job.attempt, job.runner_pid)
+            handle = job.executor_job_id or (str(job.runner_pid) if job.runner_pid else None)
+            alive = books.executor.adopt(job.id, job.attempt, handle)
             books.running[job.id] = Running(
                 job_id=job.id,
                 run=books.executor.run_dir(job.id, job.attempt),

@@ -1,11 +1,10 @@
 """Placement requests from queued jobs and from specs."""
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, select
 from sqlmodel import col
 
 from gpuq.contract.spec import JobSpec
@@ -37,15 +36,15 @@ class QueuedJob:
 
     @classmethod
     def query(cls) -> Select[Any]:
-        """The queued jobs, as rows `from_row` reads (SQLite picks the spec's fields)."""
+        """The queued jobs, as rows `from_row` reads (the database picks the spec's fields)."""
         return select(
             col(Job.id),
             col(Job.owner),
             col(Job.priority),
             col(Job.gpu_count),
             col(Job.memory_mb),
-            func.json_extract(col(Job.spec), "$.resources.gpu_ids").label("gpu_ids"),
-            func.json_extract(col(Job.spec), "$.time_limit_s").label("time_limit_s"),
+            col(Job.spec)[("resources", "gpu_ids")].label("gpu_ids"),
+            col(Job.spec)["time_limit_s"].as_float().label("time_limit_s"),
             col(Job.depends_on),
             col(Job.held),
             col(Job.retry_at),
@@ -56,8 +55,7 @@ class QueuedJob:
     @classmethod
     def from_row(cls, row: Any) -> "QueuedJob":
         values = dict(row._mapping)
-        gpu_ids = json.loads(values["gpu_ids"]) if isinstance(values["gpu_ids"], str) else None
-        values["gpu_ids"] = tuple(gpu_ids) if gpu_ids else None
+        values["gpu_ids"] = tuple(values["gpu_ids"]) if values["gpu_ids"] else None
         values["depends_on"] = list(values["depends_on"] or [])
         values["held"] = bool(values["held"])
         return cls(**values)

@@ -105,7 +105,7 @@ def take(
     )
     requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
     for job_id, job in queued.items():
-        doom = _failed_dependency(job, dependencies)
+        doom = failed_dependency(job, dependencies)
         why = None if doom else _not_considered(job, dependencies, now_dt)
         if doom is not None:
             snapshot.doomed[job_id] = doom
@@ -123,7 +123,7 @@ def _ends_at(job: Job, grace_s: float) -> float | None:
     return None if limit is None or started is None else started + limit + grace_s
 
 
-def _failed_dependency(job: QueuedJob, dependencies: dict[int | None, Job]) -> str | None:
+def failed_dependency(job: QueuedJob | Job, dependencies: dict[int | None, Job]) -> str | None:
     """Why `job` can never start, if one of the jobs it depends on will never succeed."""
     for dep_id in job.depends_on:
         dep = dependencies.get(dep_id)

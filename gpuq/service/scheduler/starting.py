@@ -30,7 +30,7 @@ def device_plan(
     if not res.memory_growth:
         if res.memory_mb is not None:
             limit = res.memory_mb - headroom_mb
-        elif res.replicas_per_gpu > 1:
+        elif res.replicas_per_gpu > 1 and gpu_total_mb > headroom_mb:
             limit = gpu_total_mb - headroom_mb
     if limit is not None:
         limit //= res.replicas_per_gpu
@@ -73,7 +73,9 @@ def start_job(books: Books, job: Job, placement: Placement) -> None:
             writes.fail_launch(session, job.id, str(exc))
         return
     with books.db.write() as session:
-        writes.record_launch(session, job.id, started.runner_pid)
+        writes.record_launch(
+            session, job.id, books.executor.name, started.executor_job_id, started.runner_pid
+        )
     books.running[job.id] = Running(
         job.id, books.executor.run_dir(job.id, attempt), indices, MemoryRecord(placement.memory_mb)
     )

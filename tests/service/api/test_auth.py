@@ -8,6 +8,8 @@ from gpuq.service import users
 from gpuq.service.db import Database
 from tests.conftest import job_spec
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 PUBLIC = {("GET", "/healthz")}  # liveness stays open
 #: Mutations that act on no one's job: a token is all they need.
 OWNERLESS = {("POST", "/v1/jobs")}

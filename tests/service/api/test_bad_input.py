@@ -5,6 +5,8 @@ import pytest
 
 from tests.conftest import job_spec
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 
 def field_error(response, loc: list, words: str) -> None:
     assert response.status_code == 422, response.text

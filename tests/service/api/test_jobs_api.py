@@ -1,6 +1,10 @@
 """The job routes through HTTP, with the scheduler off so jobs stay queued."""
 
+import pytest
+
 from tests.conftest import job_spec, serving
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def submit(api, **overrides):

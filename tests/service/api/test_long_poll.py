@@ -3,7 +3,11 @@
 import threading
 import time
 
+import pytest
+
 from tests.conftest import job_spec
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_a_long_poll_answers_as_soon_as_the_job_changes(api):

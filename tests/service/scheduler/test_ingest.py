@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from sqlmodel import select
 
 from gpuq.contract.spec import JobSpec
@@ -8,6 +9,8 @@ from gpuq.service import jobs
 from gpuq.service.scheduler.ingest import ingest, read_events
 from gpuq.service.tables import JobMetric
 from tests.conftest import ANA, job_spec
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def test_only_complete_lines_are_read(tmp_path):

@@ -16,6 +16,8 @@ from gpuq.service.tables import Job
 from gpuq.service.users import Caller
 from tests.conftest import job_spec
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 
 @pytest.fixture
 def gpus(db, settings):

@@ -6,18 +6,20 @@ from fastapi import APIRouter, Path
 
 from gpuq.service.api.deps import AdminDep, CallerDep, ServiceDep
 from gpuq.service.api.errors import documented
-from gpuq.service.public import GpuPublic
+from gpuq.service.public import GpuNodePublic, GpuPublic
 
 router = APIRouter(
-    prefix="/v1/gpus", tags=["gpus"], responses=documented(400, 401, 403, 404, 409, 413)
+    prefix="/v1/gpus", tags=["gpus"], responses=documented(400, 401, 403, 404, 409, 413, 503)
 )
 
 GpuIndex = Annotated[int, Path(ge=0, le=1023, description="The GPU's NVML index.")]
 
 
 @router.get("")
-def list_gpus(service: ServiceDep, caller: CallerDep) -> list[GpuPublic]:
-    """Every GPU: memory total/used/free, which jobs hold it, and processes gpuq did not start."""
+def list_gpus(service: ServiceDep, caller: CallerDep) -> list[GpuPublic] | list[GpuNodePublic]:
+    """Every GPU: memory total/used/free, which jobs hold it, and processes gpuq did not
+    start. Under `GPUQ_EXECUTOR=slurm`: the partition's GPU nodes (node, GPUs, allocated,
+    state), from `sinfo`."""
     return service.list_gpus()
 
 

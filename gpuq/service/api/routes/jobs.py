@@ -18,7 +18,7 @@ from gpuq.service.public import JobPage, JobPublic, MetricHistory, Preview
 NEXT_OFFSET = "X-Next-Offset"
 
 router = APIRouter(
-    prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 401, 403, 404, 409, 413, 429)
+    prefix="/v1/jobs", tags=["jobs"], responses=documented(400, 401, 403, 404, 409, 413, 429, 503)
 )
 
 

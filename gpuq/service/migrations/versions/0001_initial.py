@@ -15,30 +15,10 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-STATUS = sa.Enum(
-    "queued",
-    "starting",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "timed_out",
-    name="jobstatus",
-)
-REASON = sa.Enum(
-    "nonzero_exit",
-    "signal",
-    "gpu_oom",
-    "host_oom",
-    "memory_cap_exceeded",
-    "worker_lost",
-    "invalid_spec",
-    "launch_error",
-    "device_mismatch",
-    "cancelled_by_user",
-    "time_limit",
-    name="reason",
-)
+# Plain strings, not PostgreSQL enum types (which every new status or reason would have to
+# alter): `gpuq.contract.states` holds the one list. SQLite stores strings either way.
+STATUS = sa.String()
+REASON = sa.String()
 
 
 def upgrade() -> None:
