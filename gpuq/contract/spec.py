@@ -303,6 +303,9 @@ class CommandSpec(StrictModel):
         return self
 
 
+#: the highest priority a spec may ask for (and minus it, the lowest)
+PRIORITY_MAX = 1000
+
 _SLURM_NAME = r"^[\w.\-]+$"
 
 
@@ -340,8 +343,8 @@ class JobSpec(StrictModel):
     )
     priority: int = Field(
         0,
-        ge=-1000,
-        le=1000,
+        ge=-PRIORITY_MAX,
+        le=PRIORITY_MAX,
         description="Higher starts first. Above GPUQ_MAX_USER_PRIORITY (0) needs an admin.",
     )
     depends_on: list[Annotated[int, Field(ge=1, le=2**53)]] = Field(

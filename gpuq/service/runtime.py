@@ -2,7 +2,7 @@
 route makes: `Service` is the domain's front door, so routes never reach into the
 scheduler or compute run-directory paths."""
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gpuq.contract.spec import JobSpec
@@ -151,16 +151,7 @@ class Service:
 
     def list_gpus(self) -> list[GpuPublic] | list[GpuNodePublic]:
         if isinstance(self.executor, QueueingExecutor):
-            return [
-                GpuNodePublic(
-                    node=n.node,
-                    gpus=n.gpus,
-                    gpus_allocated=n.gpus_allocated,
-                    gpus_free=0 if _unusable(n.state) else max(0, n.gpus - n.gpus_allocated),
-                    state=n.state,
-                )
-                for n in self._nodes()
-            ]
+            return [GpuNodePublic(**asdict(node)) for node in self._nodes()]
         return self.gpus.describe(self.scheduler.job_groups())
 
     def release_gpu(self, index: int, caller: Caller) -> GpuPublic:
@@ -174,11 +165,6 @@ class Service:
             raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
         self.scheduler.wake()
         return {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}[index]
-
-
-def _unusable(state: str) -> bool:
-    """A Slurm node state in which no job starts there."""
-    return any(word in state.lower() for word in ("down", "drain", "fail", "maint", "reserved"))
 
 
 def open_executor(settings: Settings) -> Executor:

@@ -50,6 +50,11 @@ class SlurmCluster:
             )
         return done
 
+    def show_job(self, job_id: int | str) -> dict[str, str]:
+        """`scontrol show job ID --oneliner` as a mapping (Key=Value words)."""
+        out = self.run("scontrol", "show", "job", str(job_id), "--oneliner").stdout
+        return dict(word.split("=", 1) for word in out.split() if "=" in word)
+
     def log_tails(self, lines: int = 30) -> str:
         """The end of munged's, slurmctld's and slurmd's logs, for failure messages."""
         out = []

@@ -73,12 +73,6 @@ def wait_state(
     return wait_for(f"job {job_id} in {states}", probe, timeout_s)
 
 
-def show_job(cluster: SlurmCluster, job_id: int) -> dict[str, str]:
-    """`scontrol show job ID --oneliner` as a mapping (Key=Value words)."""
-    out = cluster.run("scontrol", "show", "job", str(job_id), "--oneliner").stdout
-    return dict(word.split("=", 1) for word in out.split() if "=" in word)
-
-
 def gpus_used(cluster: SlurmCluster) -> str:
     return node(cluster)[2]
 
@@ -161,7 +155,7 @@ def test_a_job_runs_on_two_gpus(slurm_cluster: SlurmCluster, tmp_path: Path) -> 
     assert "LD_PRELOAD" not in env
 
     wait_state(slurm_cluster, job_id, {"COMPLETED"})
-    shown = show_job(slurm_cluster, job_id)
+    shown = slurm_cluster.show_job(job_id)
     assert (shown["JobState"], shown["ExitCode"], shown["Reason"]) == ("COMPLETED", "0:0", "None")
     assert shown["JobName"] == "gpuq-1"
     assert shown["TimeLimit"] == "00:01:00"
@@ -211,7 +205,7 @@ def test_hold_and_release(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     # Cancelling a pending job: CANCELLED at once; its reason stays the hold's.
     slurm_cluster.run("scancel", str(later))
     assert state(slurm_cluster, later) == ("CANCELLED", "JobHeldAdmin")
-    assert show_job(slurm_cluster, later)["ExitCode"] == "0:0"
+    assert slurm_cluster.show_job(later)["ExitCode"] == "0:0"
     wait_state(slurm_cluster, held, {"COMPLETED"}, END_S)
 
 
@@ -248,7 +242,7 @@ def test_dependencies(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
         "--output=/dev/null",
     )
     assert wait_state(slurm_cluster, failing, {"FAILED"}) == ("FAILED", "NonZeroExitCode")
-    shown = show_job(slurm_cluster, failing)
+    shown = slurm_cluster.show_job(failing)
     assert (shown["JobState"], shown["ExitCode"]) == ("FAILED", "3:0")
     assert wait_for(
         "DependencyNeverSatisfied",
@@ -265,7 +259,7 @@ def test_nice(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
         job_id = submit(
             slurm_cluster, job, f"--nice={nice}", "--job-name=gpuq-nice", "--output=/dev/null"
         )
-        assert show_job(slurm_cluster, job_id)["Nice"] == nice
+        assert slurm_cluster.show_job(job_id)["Nice"] == nice
         listed = slurm_cluster.run("squeue", "--noheader", f"--jobs={job_id}", "--format=%y")
         assert listed.stdout.strip() in {nice, ""}  # "" once it has finished
         wait_state(slurm_cluster, job_id, {"COMPLETED"}, END_S)
@@ -297,7 +291,7 @@ def test_term_then_cancel(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     assert state(slurm_cluster, job_id)[0] in {"COMPLETING", "CANCELLED"}
     wait_state(slurm_cluster, job_id, {"CANCELLED"}, END_S)
     assert time.monotonic() - cancelled < END_S
-    shown = show_job(slurm_cluster, job_id)
+    shown = slurm_cluster.show_job(job_id)
     assert (shown["JobState"], shown["ExitCode"]) == ("CANCELLED", "0:9")
     assert termed.read_text().count("TERM") == 2
 
@@ -312,7 +306,7 @@ def test_a_job_that_ends_on_term(slurm_cluster: SlurmCluster, tmp_path: Path) ->
     wait_for("the batch script", started.exists)
     slurm_cluster.run("scancel", str(job_id))
     wait_state(slurm_cluster, job_id, {"CANCELLED"}, END_S)
-    shown = show_job(slurm_cluster, job_id)
+    shown = slurm_cluster.show_job(job_id)
     assert (shown["JobState"], shown["ExitCode"]) == ("CANCELLED", "0:15")
 
 

@@ -2,10 +2,8 @@
 real process hands jobs to `sbatch` and follows them with `squeue`; workers train on
 simulated GPUs behind Slurm's fake GPU devices."""
 
-import os
 import signal
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ import pytest
 from tests.conftest import TINY_KERAS, command_spec
 from tests.e2e.server import Server
 from tests.e2e.sse import read_events
+from tests.slurm.conftest import SlurmCluster, wait_for
 
 SLEEP = "import time; time.sleep({})"
 FINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -24,7 +23,7 @@ GRACE_S = 5
 
 
 @pytest.fixture
-def server(slurm_cluster: Any, tmp_path: Path) -> Iterator[Server]:
+def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
     server = Server(tmp_path / "gpuq")
     server.env.update(
         slurm_cluster.env,
@@ -77,25 +76,12 @@ def until(
         time.sleep(0.2)
 
 
-def slurm(cluster: Any, *argv: str) -> str:
-    done = subprocess.run(
-        argv, env={**os.environ, **cluster.env}, capture_output=True, text=True, timeout=30
+def slurm_until(cluster: SlurmCluster, slurm_id: str, key: str, value: str) -> None:
+    wait_for(
+        f"Slurm job {slurm_id} with {key}={value}",
+        lambda: cluster.show_job(slurm_id).get(key) == value,
+        timeout_s=20,
     )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def slurm_job(cluster: Any, slurm_id: str) -> dict[str, str]:
-    """`scontrol show job` as key=value pairs."""
-    text = slurm(cluster, "scontrol", "show", "job", "--oneliner", slurm_id)
-    return dict(item.split("=", 1) for item in text.split() if "=" in item)
-
-
-def slurm_until(cluster: Any, slurm_id: str, key: str, value: str) -> None:
-    deadline = time.monotonic() + 20
-    while (seen := slurm_job(cluster, slurm_id).get(key)) != value:
-        assert time.monotonic() < deadline, f"Slurm job {slurm_id}: {key}={seen}, not {value}"
-        time.sleep(0.3)
 
 
 def keras(gpus: int, **keras_fields: Any) -> dict[str, Any]:
@@ -106,7 +92,7 @@ def keras(gpus: int, **keras_fields: Any) -> dict[str, Any]:
     }
 
 
-def fill_the_node(server: Server, cluster: Any) -> int:
+def fill_the_node(server: Server, cluster: SlurmCluster) -> int:
     whole = submit(server, command_spec(SLEEP.format(300), gpus=cluster.gpus))
     until(server, whole, lambda j: j["status"] == "running")
     return whole
@@ -129,7 +115,7 @@ def test_a_keras_job_on_two_gpus_trains_through_slurm(server, slurm_cluster):
     names = {a["name"] for a in listed}
     assert any(name.startswith("model") for name in names), names
     # Slurm ran gpuq's runner as the batch step of a job with the 2 GPUs asked for.
-    details = slurm_job(slurm_cluster, job["executor_job_id"])
+    details = slurm_cluster.show_job(job["executor_job_id"])
     assert details["JobName"] == f"gpuq-{job_id}"
     assert "gpu:2" in (details.get("TresPerNode", "") + details.get("Gres", ""))
     assert f"executor: slurm, job id {job['executor_job_id']}" in server.cli("show", str(job_id))
@@ -179,9 +165,9 @@ def test_holds_dependencies_and_priorities_reach_slurm(server, slurm_cluster):
 
     first_id = until(server, first, lambda j: j["executor_job_id"])["executor_job_id"]
     second_id = until(server, second, lambda j: j["executor_job_id"])["executor_job_id"]
-    assert slurm_job(slurm_cluster, second_id)["Dependency"].startswith(f"afterok:{first_id}")
+    assert slurm_cluster.show_job(second_id)["Dependency"].startswith(f"afterok:{first_id}")
 
-    assert slurm_job(slurm_cluster, second_id)["Nice"] == "1000"
+    assert slurm_cluster.show_job(second_id)["Nice"] == "1000"
     patched = httpx.patch(f"{server.url}/v1/jobs/{second}", json={"priority": -5})
     assert patched.status_code == 200, patched.text
     slurm_until(slurm_cluster, second_id, "Nice", "1005")
@@ -194,7 +180,7 @@ def test_holds_dependencies_and_priorities_reach_slurm(server, slurm_cluster):
     assert get(server, held)["status"] == "queued"  # still held, with GPUs free
     assert httpx.post(f"{server.url}/v1/jobs/{held}/release").status_code == 200
     assert until(server, held, lambda j: j["status"] in FINAL)["status"] == "succeeded"
-    assert slurm_job(slurm_cluster, held_id)["Nice"] == "1007"  # applied on release
+    assert slurm_cluster.show_job(held_id)["Nice"] == "1007"  # applied on release
 
 
 def test_a_time_limit_ends_timed_out_with_a_checkpoint(server, slurm_cluster):
@@ -226,7 +212,7 @@ def test_a_job_slurm_forgot_without_an_exit_record_is_worker_lost(server, slurm_
     # it, as it does `MinJobAge` after the end. Here: the job killed, the record the runner
     # may have written in that moment removed, and gpuq's record pointed at an id Slurm
     # never had.
-    slurm(slurm_cluster, "scancel", "--full", "--signal=KILL", slurm_id)
+    slurm_cluster.run("scancel", "--full", "--signal=KILL", slurm_id)
     slurm_until(slurm_cluster, slurm_id, "JobState", "CANCELLED")
     (server.home / "runs" / str(job_id) / "1" / "exit.json").unlink(missing_ok=True)
     with sqlite3.connect(server.home / "gpuq.db") as db:

@@ -45,11 +45,9 @@ class Verdict:
     """How the executor says a job ended, where its word beats the runner's record (Slurm
     ended it at its time limit, its node failed, it was preempted)."""
 
-    status: JobStatus
+    status: JobStatus  #: `queued`: a new attempt at once, resuming from the checkpoint
     reason: Reason | None
     message: str
-    #: queue a new attempt at once, resuming from the checkpoint (preemption)
-    requeue: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +104,7 @@ class Node:
     node: str
     gpus: int
     gpus_allocated: int
+    gpus_free: int  #: neither allocated nor on a node that takes no jobs (down, drained)
     state: str  #: the executor's word (`idle`, `mixed`, `allocated`, `down`, `drained`...)
 
 

@@ -41,8 +41,8 @@ def finish_job(books: Books, running: Running, exit: Exit) -> None:
         outcome = judge(exit, job, tail)
         if outcome.status == JobStatus.succeeded:
             tail = []
-        if exit.verdict is not None and exit.verdict.requeue and outcome.status == JobStatus.queued:
-            retry_in: float | None = 0.0  # preempted: not the job's failure, so no retry counts
+        if outcome.status == JobStatus.queued:  # preempted: no failure, so no retry counts
+            retry_in: float | None = 0.0
         else:
             retry_in = retry_delay(outcome, job, books.settings)
         if retry_in is None:

@@ -145,8 +145,7 @@ class Scheduler:
             jobs = session.exec(select(Job).where(taken)).all()
         for job in jobs:
             assert job.id is not None
-            handle = job.executor_job_id or (str(job.runner_pid) if job.runner_pid else None)
-            alive = books.executor.adopt(job.id, job.attempt, handle)
+            alive = books.executor.adopt(job.id, job.attempt, job.executor_job_id)
             books.running[job.id] = Running(
                 job_id=job.id,
                 run=books.executor.run_dir(job.id, job.attempt),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuq.contract.spec import JobSpec
+from gpuq.contract.spec import JobSpec, SlurmOptions
 from gpuq.contract.states import JobStatus, Reason
 from gpuq.service.executors.slurm import commands
 from gpuq.service.executors.slurm.states import Phase, phase, verdict
@@ -30,7 +30,6 @@ def test_slurms_own_endings_become_gpuq_reasons(state, status, reason):
     judged = verdict(state, has_exit_record=True, slurm_id="7")
     assert judged is not None
     assert (judged.status, judged.reason) == (status, reason)
-    assert judged.requeue == (state == "PREEMPTED")
     assert "7" in judged.message
 
 
@@ -65,7 +64,7 @@ def test_sbatch_arguments_carry_gpus_time_signal_placement_hold_and_dependencies
         output="/runs/12/1/output.log",
         workdir="/runs/12/1",
         spec=spec,
-        placement=commands.Placement("gpu", "team", spec.slurm.qos, spec.slurm.constraint),
+        where=SlurmOptions(partition="gpu", account="team", qos="high", constraint="a100|h100"),
         grace_s=30,
         priority_nice=995,
         held=True,
@@ -101,7 +100,7 @@ def test_a_cpu_job_without_a_limit_asks_for_neither_gpus_nor_time():
         output="o",
         workdir="w",
         spec=spec,
-        placement=commands.Placement(),
+        where=SlurmOptions(),
         grace_s=30,
         priority_nice=1000,
         held=False,
@@ -141,3 +140,15 @@ def test_sacct_states_by_job():
         "17": "COMPLETED",
         "18": "CANCELLED by 0",
     }
+
+
+def test_sinfo_nodes_count_their_gpus_and_none_free_on_a_node_that_takes_no_jobs():
+    nodes = commands.parse_sinfo(
+        "gpuq-node|gpu:4|gpu:2(IDX:0-1)|mixed\n"
+        "big|gpu:a100:8|gpu:a100:0|down*\n"
+        "gpuq-node|gpu:4|gpu:2(IDX:0-1)|mixed\n"  # listed again for another partition
+    )
+    assert [(n.node, n.gpus, n.gpus_allocated, n.gpus_free, n.state) for n in nodes] == [
+        ("gpuq-node", 4, 2, 2, "mixed"),
+        ("big", 8, 0, 0, "down*"),
+    ]

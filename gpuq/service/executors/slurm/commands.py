@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuq.contract.spec import JobSpec
+from gpuq.contract.spec import JobSpec, SlurmOptions
 from gpuq.service.executors.base import Node
 
 TIMEOUT_S = 30.0
@@ -41,25 +41,6 @@ def run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     return done.stdout
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a job goes: the service's settings, then the spec's `slurm` section."""
-
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-
-    def options(self) -> list[str]:
-        values = {
-            "partition": self.partition,
-            "account": self.account,
-            "qos": self.qos,
-            "constraint": self.constraint,
-        }
-        return [f"--{key}={value}" for key, value in values.items() if value]
-
-
 def time_minutes(time_limit_s: float, grace_s: float) -> int:
     """Slurm's `--time` (whole minutes) for a job gpuq stops at `time_limit_s`: the limit
     plus the cancel grace and a minute's margin, so gpuq's own stop (SIGTERM, then SIGKILL)
@@ -74,7 +55,7 @@ def sbatch_argv(
     output: str,
     workdir: str,
     spec: JobSpec,
-    placement: Placement,
+    where: SlurmOptions,
     grace_s: float,
     priority_nice: int,
     held: bool,
@@ -102,7 +83,8 @@ def sbatch_argv(
         # If gpuq is down when the limit passes, Slurm's own SIGTERM reaches the runner
         # (`B:`), which passes it to training so it can checkpoint, `grace_s` before the end.
         argv.append(f"--signal=B:TERM@{max(1, math.ceil(grace_s))}")
-    argv.extend(placement.options())
+    # Partition, account, QOS, constraint: whichever are set.
+    argv.extend(f"--{key}={value}" for key, value in where.model_dump(exclude_none=True).items())
     if held:
         argv.append("--hold")
     if after:
@@ -197,12 +179,19 @@ def gpu_count(gres: str) -> int:
     return total
 
 
+def _takes_no_jobs(state: str) -> bool:
+    """A node state in which no job starts there (`down*`, `drained`, `maint`...)."""
+    return any(word in state.lower() for word in ("down", "drain", "fail", "maint", "reserved"))
+
+
 def parse_sinfo(output: str) -> list[Node]:
     nodes: dict[str, Node] = {}
     for line in output.splitlines():
         fields = [f.strip() for f in line.split(SEPARATOR)]
         if len(fields) < 4 or not fields[0]:
             continue
+        gpus, allocated, state = gpu_count(fields[1]), gpu_count(fields[2]), fields[3]
+        free = 0 if _takes_no_jobs(state) else max(0, gpus - allocated)
         # A node in several partitions is listed once per partition.
-        nodes[fields[0]] = Node(fields[0], gpu_count(fields[1]), gpu_count(fields[2]), fields[3])
+        nodes[fields[0]] = Node(fields[0], gpus, allocated, free, state)
     return list(nodes.values())

@@ -18,19 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuq.contract.rundir import RunDir, read_json
-from gpuq.contract.spec import SlurmOptions
+from gpuq.contract.spec import PRIORITY_MAX, SlurmOptions
 from gpuq.service.executors.base import Exit, Launch, LaunchError, Node, Started, Waiting
 from gpuq.service.executors.prepare import prepare_run
 from gpuq.service.executors.slurm import commands
-from gpuq.service.executors.slurm.commands import Placement, SlurmError
+from gpuq.service.executors.slurm.commands import SlurmError
 from gpuq.service.executors.slurm.states import Phase, phase, verdict
 from gpuq.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: the highest priority a spec may ask for; Slurm's nice is `PRIORITY_MAX - priority`, so
-#: it is never negative (only Slurm operators may lower a nice value below 0)
-PRIORITY_MAX = 1000
 #: how soon to ask Slurm again once a runner has written `exit.json`
 ENDING_POLL_S = 0.5
 #: how long `sinfo`'s answer is kept (every `GET /v1/gpus` and submission reads it)
@@ -38,6 +35,8 @@ NODES_EVERY_S = 2.0
 
 
 def nice(priority: int) -> int:
+    """Slurm's nice for a gpuq priority: never negative, as only Slurm operators may lower a
+    nice value below 0."""
     return PRIORITY_MAX - priority
 
 
@@ -78,7 +77,6 @@ class SlurmExecutor:
         self.settings = settings
         self.runs_dir = settings.runs_dir
         self.python = settings.slurm_python or sys.executable
-        self.placement = Placement(settings.slurm_partition, settings.slurm_account)
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._interval = settings.slurm_poll_s
@@ -117,11 +115,11 @@ class SlurmExecutor:
         env.pop("CUDA_VISIBLE_DEVICES", None)
         spec = launch.spec
         asked = spec.slurm or SlurmOptions()
-        placement = Placement(
-            asked.partition or self.placement.partition,
-            asked.account or self.placement.account,
-            asked.qos,
-            asked.constraint,
+        where = asked.model_copy(
+            update={
+                "partition": asked.partition or self.settings.slurm_partition,
+                "account": asked.account or self.settings.slurm_account,
+            }
         )
         argv = commands.sbatch_argv(
             job_id=launch.job_id,
@@ -129,7 +127,7 @@ class SlurmExecutor:
             output=str(run.log),
             workdir=str(run.path),
             spec=spec,
-            placement=placement,
+            where=where,
             grace_s=self.settings.cancel_grace_s,
             priority_nice=nice(launch.priority),
             held=launch.held,
@@ -276,7 +274,7 @@ class SlurmExecutor:
         """The partition's GPU nodes from `sinfo`, asked at most every `NODES_EVERY_S`."""
         now = time.monotonic()
         if self._nodes is None or now - self._nodes[0] >= NODES_EVERY_S:
-            argv = commands.sinfo_argv(self.placement.partition)
+            argv = commands.sinfo_argv(self.settings.slurm_partition)
             listed = [n for n in commands.parse_sinfo(commands.run(argv)) if n.gpus]
             self._nodes = (now, listed)
         return self._nodes[1]

@@ -92,7 +92,7 @@ def verdict(state: str | None, *, has_exit_record: bool, slurm_id: str) -> Verdi
         )
     if word in ENDINGS:
         status, reason, words = ENDINGS[word]
-        return Verdict(status, reason, words.format(id=slurm_id), requeue=word == "PREEMPTED")
+        return Verdict(status, reason, words.format(id=slurm_id))
     if word is not None and not has_exit_record:
         return Verdict(
             JobStatus.failed,
