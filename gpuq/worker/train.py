@@ -107,9 +107,10 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
     # Progress first: an epoch is reported before it is checkpointed, so a retry that
-    # resumes after the checkpoint never skips an epoch's metrics.
+    # resumes after the checkpoint never skips an epoch's metrics. The checkpoint before
+    # is kept beside it (`.bkp`), for when a kill cuts a checkpoint's writing short.
     backup = keras.callbacks.BackupAndRestore(
-        str(run.checkpoints), save_freq="epoch", delete_checkpoint=False
+        str(run.checkpoints), save_freq="epoch", delete_checkpoint=False, double_checkpoint=True
     )
     # Per epoch only: a per-batch summary would cost every step a write.
     tensorboard = keras.callbacks.TensorBoard(

@@ -66,6 +66,24 @@ def test_a_killed_runner_is_a_lost_worker_and_its_orphan_is_stopped(client, sett
     assert client.get("/v1/gpus").json()[1]["state"] == "free"
 
 
+def test_a_checkpoint_cut_short_by_the_kill_resumes_from_the_one_before(client, settings):
+    """A SIGKILL in the middle of writing a checkpoint leaves half a file; the retry must
+    fall back to the previous checkpoint instead of failing to load it."""
+    keras = {"epochs": 8, "data": {"source": "synthetic", "samples": 4096, "features": 8}}
+    job_id = submit(client, job_spec(keras=keras, max_retries=1))
+    wait_for(client, job_id, lambda j: (j["progress"].get("epoch") or 0) >= 3, timeout_s=120)
+    os.kill(runner_info(settings, job_id)["train_pid"], signal.SIGKILL)
+    # What the kill would have left mid-write (the retry starts 0.5 s later at the soonest).
+    latest = settings.runs_dir / str(job_id) / "1" / "checkpoints" / "latest.weights.h5"
+    latest.write_bytes(latest.read_bytes()[:100])
+
+    job = wait_for(client, job_id, ended, timeout_s=120)
+    assert job["status"] == "succeeded", job["log_tail"]
+    assert job["attempt"] == 2
+    history = client.get(f"/v1/jobs/{job_id}/metrics").json()["epochs"]
+    assert [e["epoch"] for e in history] == list(range(1, 9)), "each epoch exactly once"
+
+
 @BOTH
 def test_a_retry_resumes_after_the_last_checkpointed_epoch(client, settings):
     keras = {"epochs": 8, "data": {"source": "synthetic", "samples": 4096, "features": 8}}
