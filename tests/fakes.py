@@ -2,7 +2,7 @@
 
 import threading
 
-from gpuq.service.gpus.nvml import DeviceReading, ProcessReading
+from gpuq.service.gpus.nvml import DeviceReading, DriverFacts, GpuFacts, ProcessReading
 
 
 class FakeNvml:
@@ -18,11 +18,15 @@ class FakeNvml:
         memory_mb: int = 8192,
         topology: dict[tuple[int, int], int] | None = None,
         baseline_mb: int = 0,
+        compute_modes: dict[int, str] | None = None,
+        mig: dict[int, bool] | None = None,
     ) -> None:
         self.count = count
         self.memory_mb = memory_mb
         self.baseline_mb = baseline_mb
         self._topology = topology or {}
+        self._compute_modes = compute_modes or {}
+        self._mig = mig or {}
         self._processes: dict[int, dict[int, int]] = {i: {} for i in range(count)}
         self._lock = threading.Lock()
 
@@ -52,3 +56,13 @@ class FakeNvml:
 
     def topology(self) -> dict[tuple[int, int], int]:
         return dict(self._topology)
+
+    def facts(self) -> DriverFacts:
+        return DriverFacts(
+            driver_version="580.159.04",
+            cuda_version="13.0",
+            gpus=tuple(
+                GpuFacts(i, self._compute_modes.get(i, "Default"), self._mig.get(i))
+                for i in range(self.count)
+            ),
+        )

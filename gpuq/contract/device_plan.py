@@ -20,6 +20,9 @@ class DevicePlan:
     memory_limit_mb: int | None = None  #: TensorFlow's cap per logical GPU, headroom taken off
     memory_growth: bool = False
     replicas_per_gpu: int = 1  #: logical GPUs made from each assigned GPU
+    #: the smallest assigned GPU's total memory (NVML), for caps given as fractions (JAX);
+    #: None where unknown (a CPU job, a Slurm node, a `spec.json` from before it existed)
+    memory_total_mb: int | None = None
 
     @property
     def count(self) -> int:

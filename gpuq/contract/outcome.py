@@ -16,6 +16,10 @@ from gpuq.contract.states import JobStatus, Reason
 HINTS = {
     Reason.gpu_oom: "lower batch_size or raise memory_mb",
     Reason.memory_cap_exceeded: "raise memory_mb or lower batch_size",
+    Reason.placement_violation: (
+        "use only the GPUs gpuq gives the job: leave CUDA_VISIBLE_DEVICES as it is and "
+        "address them as cuda:0 to cuda:N-1"
+    ),
     Reason.host_oom: "lower batch_size or use a smaller data set",
     Reason.invalid_spec: "check the job spec against the API docs at /docs",
     Reason.device_mismatch: "the GPUs may have changed; check `gpuq gpus`",
@@ -37,7 +41,19 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-OOM_MARKERS = ("ResourceExhaustedError", "OOM when allocating", "CUDA out of memory")
+#: What the scheduler kills a job for at once (no grace), and its words when it left none.
+KILLED_FOR = {
+    Reason.memory_cap_exceeded: "went over its GPU memory cap",
+    Reason.placement_violation: "used a GPU it was not given",
+}
+
+#: Out-of-memory words in a log: TensorFlow's, PyTorch's, then JAX's (XLA's).
+OOM_MARKERS = (
+    "ResourceExhaustedError",
+    "OOM when allocating",
+    "CUDA out of memory",
+    "RESOURCE_EXHAUSTED: Out of memory",
+)
 
 
 def classify(
@@ -63,14 +79,9 @@ def classify(
             f"stopped after reaching its time limit of {time_limit_s:g} s",
             code,
         )
-    if stop_reason == Reason.memory_cap_exceeded:
-        over = detail or "went over its GPU memory cap"
-        return Outcome(
-            JobStatus.failed,
-            Reason.memory_cap_exceeded,
-            f"{over}: {HINTS[Reason.memory_cap_exceeded]}",
-            code,
-        )
+    if stop_reason in KILLED_FOR:
+        said = detail or KILLED_FOR[stop_reason]
+        return Outcome(JobStatus.failed, stop_reason, f"{said}: {HINTS[stop_reason]}", code)
     if stop_reason == Reason.cancelled_by_user:
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code

@@ -19,6 +19,7 @@ class Reason(StrEnum):
     gpu_oom = "gpu_oom"
     host_oom = "host_oom"
     memory_cap_exceeded = "memory_cap_exceeded"
+    placement_violation = "placement_violation"  #: used a GPU it was not given
     worker_lost = "worker_lost"
     invalid_spec = "invalid_spec"
     launch_error = "launch_error"

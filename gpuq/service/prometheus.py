@@ -10,7 +10,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from gpuq.contract.states import ACTIVE, JobStatus
+from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
 from gpuq.service.errors import Unavailable
 from gpuq.service.public import GpuNodePublic, GpuPublic
 from gpuq.service.runtime import Service
@@ -33,11 +33,22 @@ class GpuqCollector(Collector):
     def _jobs(self) -> Iterator[Metric]:
         with self.service.db.read() as session:
             counts = dict(session.exec(select(Job.status, func.count()).group_by(Job.status)).all())
+            reasons = session.exec(
+                select(Job.reason, func.count())
+                .where(col(Job.status).in_(TERMINAL), col(Job.reason).is_not(None))
+                .group_by(Job.reason)
+            ).all()
             active = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
         by_state = GaugeMetricFamily("gpuq_jobs", "Jobs in each state.", labels=["state"])
         for state in JobStatus:
             by_state.add_metric([state.value], counts.get(state, 0))
         yield by_state
+        by_reason = GaugeMetricFamily(
+            "gpuq_jobs_ended", "Jobs that ended, by why (`reason`).", labels=["reason"]
+        )
+        for reason, count in sorted(reasons, key=str):
+            by_reason.add_metric([str(reason)], count)
+        yield by_reason
         labels = ["job", "owner"]
         peak = GaugeMetricFamily(
             "gpuq_job_gpu_memory_peak_bytes",
@@ -57,17 +68,24 @@ class GpuqCollector(Collector):
             "An active job's training throughput, all replicas together.",
             labels=labels,
         )
+        off_gpu = GaugeMetricFamily(
+            "gpuq_job_placement_violations",
+            "GPUs an active job was seen using without being given them (NVML).",
+            labels=labels,
+        )
         for job in active:
             key = [str(job.id), job.owner]
             if job.gpu_memory_peak_mb is not None:
                 peak.add_metric(key, job.gpu_memory_peak_mb * MIB)
             if job.memory_mb is not None and job.gpu_count:
                 cap.add_metric(key, job.memory_mb * MIB)
+            if job.placement_violations:
+                off_gpu.add_metric(key, len(job.placement_violations))
             if job.progress.get("fraction") is not None:
                 fraction.add_metric(key, job.progress["fraction"])
             if job.progress.get("samples_per_s") is not None:
                 speed.add_metric(key, job.progress["samples_per_s"])
-        yield from (peak, cap, fraction, speed)
+        yield from (peak, cap, off_gpu, fraction, speed)
 
     def _gpus(self) -> Iterator[Metric]:
         try:

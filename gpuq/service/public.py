@@ -82,12 +82,21 @@ class JobEvent(BaseModel):
         return cls.model_validate(data)
 
 
+class PlacementViolation(BaseModel):
+    gpu: int = _d("The GPU the job's processes used without being given it.")
+    pids: list[int] = _d("Its processes seen there.")
+    memory_mb: int = _d("What they held there, in MiB.")
+
+
 class JobPublic(JobEvent):
     priority: int = _d("Higher starts first.")
     spec: JobSpec = _d("The job spec as accepted, defaults filled in.")
     memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
     log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
     warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
+    placement_violations: list[PlacementViolation] = _d(
+        "Each GPU the job was seen using without being given it (NVML)."
+    )
     retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
     previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
     held: bool = _d("Kept from starting until released (`POST .../release`).")

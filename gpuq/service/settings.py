@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     over_cap: Literal["warn", "kill"] = Field(
         "kill", description="What to do when NVML shows a job over its memory_mb on a GPU."
     )
+    off_gpu: Literal["warn", "kill"] = Field(
+        "kill", description="What to do when NVML shows a job's process on a GPU not given to it."
+    )
     sample_s: float = Field(1.0, gt=0, description="How often GPU memory is sampled (NVML).")
     drain_timeout_s: float = Field(
         30.0, gt=0, description="How long a GPU may drain before it is quarantined."

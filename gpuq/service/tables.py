@@ -49,6 +49,10 @@ class Job(SQLModel, table=True):
     gpu_memory_peak_mb: int | None = None
     log_tail: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
+    #: `{"gpu", "pids", "memory_mb"}` for each GPU a job's processes used without being given it
+    placement_violations: list[dict[str, Any]] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
     retry_at: datetime | None = _utc(default=None)  #: a requeued job waits until then
     held: bool = False  #: kept from starting by its owner or an admin
     depends_on: list[int] = Field(

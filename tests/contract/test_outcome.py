@@ -61,3 +61,20 @@ def test_a_user_programs_exit_code_67_is_not_read_as_gpuqs_own():
         builtin=False,
     )
     assert outcome.reason == Reason.nonzero_exit
+
+
+def test_jaxs_out_of_memory_error_in_a_programs_log_is_gpu_oom():
+    line = (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+        "to allocate 17179869184 bytes."
+    )
+    outcome = classify(
+        exit_info={"exit_code": 1},
+        detail=None,
+        stop_reason=None,
+        time_limit_s=None,
+        builtin=False,
+        log_tail=["Traceback (most recent call last):", line],
+    )
+    assert outcome.reason == Reason.gpu_oom
+    assert outcome.message == f"ran out of GPU memory ({line}): lower batch_size or raise memory_mb"

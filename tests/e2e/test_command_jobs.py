@@ -7,7 +7,8 @@ from tests.conftest import command_spec, ended, wait_for
 pytestmark = pytest.mark.e2e
 
 SHOW_ENV = (
-    "import os; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); "
+    "import json, os; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); "
+    "print('GPUS=' + str(json.loads(os.environ['GPUQ_DEVICES'])['indices'])); "
     "print('ORDER=' + os.environ['CUDA_DEVICE_ORDER']); print('CWD=' + os.getcwd()); "
     "print('GREETING=' + os.environ['GREETING'])"
 )
@@ -26,7 +27,9 @@ def test_a_command_runs_with_its_gpus_workdir_and_env(client, tmp_path):
     assert (job["status"], job["exit_code"], job["assigned_gpus"]) == ("succeeded", 0, [1])
     assert job["running_at"] is not None
     log = client.get(f"/v1/jobs/{job['id']}/logs").text.splitlines()
-    assert log == ["CVD=1", "ORDER=PCI_BUS_ID", f"CWD={tmp_path}", "GREETING=hello"]
+    # A simulated GPU is no CUDA device: the program sees none (a real one on this host
+    # stays hidden) and finds the simulated GPUs it was given in its device plan.
+    assert log == ["CVD=", "GPUS=[1]", "ORDER=PCI_BUS_ID", f"CWD={tmp_path}", "GREETING=hello"]
 
 
 def test_a_cpu_command_sees_no_gpu(client):

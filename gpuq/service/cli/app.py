@@ -1,8 +1,9 @@
-"""The `gpuq` command: `serve` and `users` work on this machine; the rest talk to a gpuq
-server over HTTP.
+"""The `gpuq` command: `serve`, `doctor` and `users` work on this machine; the rest talk to
+a gpuq server over HTTP.
 
 Exit codes: 0 done, 1 the server refused or could not be reached (`gpuq: <why>` on
-stderr), 2 bad arguments or an unreadable spec file, 130 interrupted (Ctrl-C).
+stderr) or a `doctor` check failed, 2 bad arguments or an unreadable spec file, 130
+interrupted (Ctrl-C).
 """
 
 import sys
@@ -13,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpuq.http import ApiError, Client
-from gpuq.service.cli import artifacts, audit, gpus, jobs, serve, users
+from gpuq.service.cli import artifacts, audit, doctor, gpus, jobs, serve, users
 
 PROG = "gpuq"
 
@@ -54,6 +55,7 @@ def build_app() -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.command("serve")(serve.serve)
+    app.command("doctor")(doctor.doctor)
     app.command("submit")(jobs.submit)
     app.command("ls")(jobs.list_jobs)
     app.command("show")(jobs.show)

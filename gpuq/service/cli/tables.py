@@ -187,7 +187,8 @@ def _progress_details(job: dict[str, Any]) -> str:
 
 
 def job_summary(job: dict[str, Any]) -> str:
-    """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, reason, times, log tail."""
+    """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
+    reason, times, log tail."""
     lines = [
         f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
         f"  GPUs: {','.join(map(str, job['assigned_gpus'])) or '-'}"
@@ -210,6 +211,9 @@ def job_summary(job: dict[str, Any]) -> str:
             f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items()
         )
         lines.append(f"  metrics: {metrics}")
+    if job.get("gpu_memory_peak_mb") is not None:
+        lines.append(f"  GPU memory peak: {job['gpu_memory_peak_mb']} MiB")
+    lines.extend(f"  warning: {warning}" for warning in job.get("warnings") or [])
     if job.get("reason"):
         lines.append(f"  reason: {job['reason']}: {job.get('message') or ''}")
     for key in ("created_at", "started_at", "running_at", "finished_at"):

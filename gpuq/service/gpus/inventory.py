@@ -26,6 +26,8 @@ class Inventory:
     probe: GpuProbe | None
     #: (i, j) with i < j → NVML topology level; lower is closer
     topology: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: why `auto` fell back to simulated GPUs (NVML's error), None if it did not
+    fallback: str | None = None
 
     @classmethod
     def from_probe(cls, probe: GpuProbe, *, simulated: bool) -> "Inventory":
@@ -83,4 +85,4 @@ def discover(setting: str) -> Inventory:
             exc,
             AUTO_FALLBACK,
         )
-        return Inventory(parse_sim(AUTO_FALLBACK), simulated=True, probe=None)
+        return Inventory(parse_sim(AUTO_FALLBACK), simulated=True, probe=None, fallback=str(exc))

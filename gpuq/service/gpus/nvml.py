@@ -1,6 +1,6 @@
 """The one place that talks to NVML; everything else sees `DeviceReading`s.
 
-Tests use a stand-in with the same two methods (`read`, `topology`) that reports chosen
+Tests use a stand-in with the same methods (`read`, `topology`, `facts`) that reports chosen
 processes and memory, since CI has no GPU.
 """
 
@@ -39,6 +39,26 @@ class DeviceReading:
     utilization_pct: int | None = None
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    """What `gpuq doctor` shows of a GPU beside its readings."""
+
+    index: int
+    compute_mode: str  #: `Default`, `Exclusive_Process` or `Prohibited`
+    mig: bool | None  #: MIG mode on; None where the GPU has no MIG
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    driver_version: str
+    cuda_version: str  #: the newest CUDA the driver supports, e.g. `13.0`
+    gpus: tuple[GpuFacts, ...]
+
+
+#: NVML's compute modes (nvmlComputeMode_t); 1 (exclusive thread) is long gone.
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
 class GpuProbe(Protocol):
     def read(self) -> list[DeviceReading]:
         """Current memory, utilisation and compute processes of every GPU, by NVML index."""
@@ -47,6 +67,10 @@ class GpuProbe(Protocol):
     def topology(self) -> dict[tuple[int, int], int]:
         """For each pair of GPU indices (i < j), how close they are: a level above, lower
         is closer."""
+        ...
+
+    def facts(self) -> DriverFacts:
+        """The driver's versions and each GPU's compute and MIG modes."""
         ...
 
 
@@ -109,6 +133,24 @@ class NvmlProbe:
                 level = NVLINK
             levels[(i, j)] = level
         return levels
+
+    def facts(self) -> DriverFacts:
+        nvml = self._nvml
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            mode = nvml.nvmlDeviceGetComputeMode(handle)
+            try:
+                mig: bool | None = nvml.nvmlDeviceGetMigMode(handle)[0] == 1
+            except nvml.NVMLError:  # not supported: a GPU without MIG
+                mig = None
+            gpus.append(GpuFacts(index, COMPUTE_MODES.get(mode, f"mode {mode}"), mig))
+        cuda = nvml.nvmlSystemGetCudaDriverVersion_v2()  # e.g. 13000
+        return DriverFacts(
+            driver_version=_text(nvml.nvmlSystemGetDriverVersion()),
+            cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}",
+            gpus=tuple(gpus),
+        )
 
     def _nvlinked(self, handle: Any, other: int) -> bool:
         nvml = self._nvml

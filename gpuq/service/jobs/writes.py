@@ -191,11 +191,27 @@ def record_memory(
         _update(session, job_id, **values)
 
 
+def record_placement_violation(
+    session: Session, job_id: int, *, gpu: int, pids: Sequence[int], memory_mb: int, warning: str
+) -> None:
+    """The job's processes were seen on GPU `gpu`, which it was not given."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return
+    seen = {"gpu": gpu, "pids": list(pids), "memory_mb": memory_mb}
+    _update(
+        session,
+        job_id,
+        placement_violations=[*job.placement_violations, seen],
+        warnings=[*job.warnings, warning],
+    )
+
+
 def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None = None) -> None:
-    """The scheduler is stopping the job for `cause` (SIGTERM or, over its cap, SIGKILL);
-    the first stop's cause is the one that counts."""
+    """The scheduler is stopping the job for `cause` (SIGTERM, or SIGKILL over its cap or
+    off its GPUs); the first stop's cause is the one that counts."""
     values: dict[str, Any] = {"stop_reason": cause, "stop_sent_at": utcnow()}
-    if detail is not None:  # an over-cap kill says how far over, before the signal goes out
+    if detail is not None:  # a kill says what the job did, before the signal goes out
         values.update(reason=cause, message=detail)
     _update(session, job_id, col(Job.stop_sent_at).is_(None), **values)
 

@@ -16,7 +16,8 @@ class MemoryRecord:
 
     cap_mb: int | None
     peak_mb: int = 0
-    warned: bool = False
+    warned: bool = False  #: over its cap under `GPUQ_OVER_CAP=warn`, said once
+    off_gpus: set[int] = field(default_factory=set)  #: GPUs it used without being given them
     #: GPU index → pids seen holding memory there (a dead pid's memory can linger)
     pids: dict[int, set[int]] = field(default_factory=dict)
 

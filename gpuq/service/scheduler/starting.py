@@ -20,8 +20,9 @@ def device_plan(
 ) -> DevicePlan:
     """The device plan a worker applies: mode, GPUs and TensorFlow's cap per logical GPU.
 
-    `gpu_total_mb` is the smallest assigned GPU's memory, which bounds a whole-GPU job that
-    splits its GPUs into `replicas_per_gpu` logical ones.
+    `gpu_total_mb` is the smallest assigned GPU's memory (0 where unknown), which bounds a
+    whole-GPU job that splits its GPUs into `replicas_per_gpu` logical ones, and turns the
+    cap into the fraction of a GPU that JAX takes.
     """
     res = spec.resources
     if not indices:
@@ -40,6 +41,7 @@ def device_plan(
         memory_limit_mb=limit,
         memory_growth=res.memory_growth,
         replicas_per_gpu=res.replicas_per_gpu,
+        memory_total_mb=gpu_total_mb or None,
     )
 
 
