@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format bench clean chromium slurm postgresql
+.PHONY: run test lint format bench clean chromium slurm postgresql gpu-check gpu-wheels
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -72,3 +72,12 @@ bench: $(VENV)/.installed-dev
 
 clean:
 	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts
+
+# The GPU acceptance run (scripts/gpu-check) on any Linux box with an NVIDIA GPU and
+# PyTorch: no virtualenv and no network needed there. gpuq's service dependencies come
+# from .whl/ when present, made beforehand on a machine with network by `make gpu-wheels`.
+gpu-check:
+	$(PYTHON) scripts/gpu-check
+
+gpu-wheels:
+	$(PYTHON) scripts/gpu-wheels

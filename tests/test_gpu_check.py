@@ -1,0 +1,67 @@
+"""`make gpu-check`'s two halves that can run without a GPU: the wheels prepared for a box
+with no network are complete, and the run stops at once, cleanly, where there is no GPU."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.server import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_without_a_gpu_it_says_so_and_leaves_nothing_running(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu-check")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("gpu-check: no NVIDIA GPU: ")
+    assert "starting gpuq serve" not in done.stdout
+
+
+def test_the_wheels_run_gpuq_serve_in_a_bare_interpreter(tmp_path):
+    wheels, site, bare = tmp_path / "whl", tmp_path / "site", tmp_path / "bare"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    gpu_wheels = [sys.executable, str(ROOT / "scripts" / "gpu-wheels")]
+    subprocess.run([*gpu_wheels, "--python-version", version, "--dest", str(wheels)], check=True)
+    install = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
+    subprocess.run([*install, "--target", str(site), *map(str, wheels.glob("*.whl"))], check=True)
+    # A virtualenv without pip or packages: only the wheels and the checkout.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    port = free_port()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": f"{site}:{ROOT}",
+        "GPUQ_HOME": str(tmp_path / "home"),
+        "GPUQ_GPUS": "sim:1",
+        "GPUQ_PORT": str(port),
+    }
+    gpuq = [str(bare / "bin" / "python"), "-m", "gpuq.service.cli.main"]
+    added = subprocess.run([*gpuq, "users", "add", "ana"], env=env, capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    token = added.stdout.strip().splitlines()[-1]
+    server = subprocess.Popen([*gpuq, "serve"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, "gpuq serve exited"
+            assert time.monotonic() < deadline, "gpuq serve did not come up"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        gpus = httpx.get(
+            f"http://127.0.0.1:{port}/v1/gpus", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert gpus.status_code == 200 and gpus.json()[0]["simulated"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
