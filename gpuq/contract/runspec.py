@@ -17,13 +17,27 @@ class RunSpec(BaseModel):
     devices: DevicePlan
 
 
-def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[str, str]:
-    """The runner's environment: `base` (the service's) minus gpuq's own settings, plus the
-    GPUs and the job's folders."""
+def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str, str]:
+    """A job's view of its GPUs: `base` (the service's environment) minus gpuq's own
+    settings, the GPUs numbered as NVML numbers them, and nothing that would lift a cap.
+    `gpuq doctor`'s probes run in it too."""
     env = {k: v for k, v in base.items() if not k.startswith("GPUQ_")}
     env.update(
-        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in run.devices.indices),
+        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in devices.indices),
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if devices.memory_limit_mb is not None:
+        # The async allocator ignores TensorFlow's per-device limit: it would lift the cap.
+        env.pop("TF_GPU_ALLOCATOR", None)
+    return env
+
+
+def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[str, str]:
+    """The runner's environment: the job's view of its GPUs, plus its folders."""
+    env = device_environment(base, run.devices)
+    env.update(
         GPUQ_JOB_ID=str(run.job_id),
         GPUQ_ATTEMPT=str(run.attempt),
         GPUQ_RUN_DIR=str(run_dir.path),
@@ -31,10 +45,5 @@ def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -
         GPUQ_ARTIFACTS_DIR=str(run_dir.artifacts),
         GPUQ_CHECKPOINT_DIR=str(run_dir.checkpoints),
         GPUQ_TENSORBOARD_DIR=str(run_dir.tensorboard),
-        PYTHONUNBUFFERED="1",
     )
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    if run.devices.memory_limit_mb is not None:
-        # The async allocator ignores TensorFlow's per-device limit: it would lift the cap.
-        env.pop("TF_GPU_ALLOCATOR", None)
     return env

@@ -46,7 +46,7 @@ class GpuqCollector(Collector):
         by_reason = GaugeMetricFamily(
             "gpuq_jobs_ended", "Jobs that ended, by why (`reason`).", labels=["reason"]
         )
-        for reason, count in sorted(reasons, key=str):
+        for reason, count in sorted(reasons):
             by_reason.add_metric([str(reason)], count)
         yield by_reason
         labels = ["job", "owner"]

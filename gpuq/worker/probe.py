@@ -24,8 +24,6 @@ from typing import Any
 from gpuq.worker.launch_plan import HOOK
 
 MIB = 1024 * 1024
-#: What `import` is called and what its package is called on PyPI, by the doctor's names.
-MODULES = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jax"}
 
 
 def say(**fields: Any) -> None:
@@ -38,7 +36,7 @@ def wait() -> None:
 
 def info(name: str) -> None:
     try:
-        module = importlib.import_module(MODULES[name])
+        module = importlib.import_module(name)
     except ImportError as exc:
         say(installed=False, error=str(exc))
         return

@@ -10,17 +10,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.runspec import device_environment
+
 
 class ProbeFailed(RuntimeError):
     """The child died, said something else, or said nothing in time; the message ends with
     the last line of its stderr."""
 
 
-def probe_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    """A job's view of the machine: this environment without gpuq's settings, GPUs numbered
-    as NVML numbers them, and `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUQ_")}
-    env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+def probe_environment(devices: DevicePlan, extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment a job given `devices` gets (`device_environment`), and `extra`."""
+    env = device_environment(os.environ, devices)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # a probe's output is its JSON lines
     env.update(extra)
     return env
 

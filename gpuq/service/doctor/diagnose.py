@@ -32,7 +32,8 @@ def diagnose(settings: Settings, say: Callable[[str], None] = lambda _: None) ->
         say("reading NVML")
         nvml_checks(report, inventory.probe, inventory.probe.read())
     say("asking TensorFlow, PyTorch and JAX what they see")
-    found = survey(simulated=inventory.simulated)
+    indices = tuple(d.index for d in inventory.devices)
+    found = survey(DevicePlan.cpu() if inventory.simulated else DevicePlan("gpu", indices))
     report.frameworks = [f.to_json() for f in found]
     report.checks += framework_checks(
         found, gpus=len(inventory.devices), simulated=inventory.simulated
@@ -69,7 +70,7 @@ def _simulated_path(inventory: Inventory, found: list[Framework]) -> Check:
         )
     count = len(inventory.devices)
     plan = DevicePlan(mode="sim", indices=tuple(range(count)))
-    env = probe_environment({"CUDA_VISIBLE_DEVICES": "", ENV: plan.to_json()})
+    env = probe_environment(plan, {ENV: plan.to_json()})
     try:
         with ProbeChild("sim", env=env) as child:
             said = child.read(SIM_TIMEOUT_S)

@@ -4,6 +4,7 @@ and whether each sees the GPUs; each asked in a child of its own, all at once.""
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpuq.contract.device_plan import DevicePlan
 from gpuq.service.doctor.child import ProbeChild, ProbeFailed, probe_environment
 from gpuq.service.doctor.report import Check
 
@@ -32,13 +33,10 @@ class Framework:
         return asdict(self)
 
 
-def survey(*, simulated: bool) -> list[Framework]:
-    """Asks each framework in a child with a job's environment (`simulated`: no GPU)."""
-    env = probe_environment(
-        # Asking JAX for its GPUs must not grab three quarters of each one's memory.
-        {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-        | ({"CUDA_VISIBLE_DEVICES": ""} if simulated else {})
-    )
+def survey(devices: DevicePlan) -> list[Framework]:
+    """Asks each framework in a child with the environment of a job given `devices`."""
+    # Asking JAX for its GPUs must not grab three quarters of each one's memory.
+    env = probe_environment(devices, {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
     children = {name: ProbeChild("info", name, env=env) for name in FRAMEWORKS}
     found = []
     for name, child in children.items():
@@ -87,7 +85,7 @@ def framework_checks(found: list[Framework], *, gpus: int, simulated: bool) -> l
                 Check.fail(
                     name,
                     f"{f.version} (CUDA {f.cuda}) sees {f.gpus} GPUs, NVML {gpus}",
-                    "is CUDA_VISIBLE_DEVICES set for gpuq itself? unset it",
+                    "it cannot use every GPU NVML lists: check its CUDA against the driver's",
                 )
             )
         else:

@@ -29,11 +29,16 @@ class Probe:
         return f"GPU {self.gpu.index} ({NAMES[self.framework]})"
 
     @property
+    def limit_mb(self) -> int:
+        """What the framework is told it may use: the cap less gpuq's headroom."""
+        return PROBE_CAP_MB - self.headroom_mb
+
+    @property
     def plan(self) -> DevicePlan:
         return DevicePlan(
             mode="gpu",
             indices=(self.gpu.index,),
-            memory_limit_mb=PROBE_CAP_MB - self.headroom_mb,
+            memory_limit_mb=self.limit_mb,
             memory_total_mb=self.gpu.memory_total_mb,
         )
 
@@ -43,9 +48,8 @@ def probe(nvml: GpuProbe, job: Probe) -> list[Check]:
     free = job.gpu.memory_total_mb - job.gpu.memory_used_mb
     if free < PROBE_CAP_MB + job.slack_mb:
         return [Check.skip(f"{job.label}", f"only {free} MiB free; the probe needs {PROBE_CAP_MB}")]
-    limit = PROBE_CAP_MB - job.headroom_mb
-    under_mb = limit // 2
-    env = probe_environment({"CUDA_VISIBLE_DEVICES": str(job.gpu.index), ENV: job.plan.to_json()})
+    under_mb = job.limit_mb // 2
+    env = probe_environment(job.plan, {ENV: job.plan.to_json()})
     checks = []
     with ProbeChild("alloc", job.framework, str(under_mb), str(PROBE_CAP_MB), env=env) as child:
         try:
