@@ -67,6 +67,7 @@ def gpuq_server(
             "GPUQ_GPUS": gpus,
             "GPUQ_PORT": str(port),
             "GPUQ_LOG_LEVEL": "WARNING",
+            "GPUQ_ALLOW_ROOT_JOBS": "1",  # benchmarks may run as root, as on a one-user box
             **env,
         }
         argv = [PYTHON, "-m", "gpuq.service.cli.main", "serve", *args]

@@ -1,4 +1,6 @@
-"""A thin HTTP client for the gpuq API, reading `GPUQ_URL` and `GPUQ_TOKEN`.
+"""A thin HTTP client for the gpuq API, reading `GPUQ_URL` and `GPUQ_TOKEN`; with neither
+a URL nor `GPUQ_URL`, the local socket (`GPUQ_SOCKET`, default `$GPUQ_HOME/gpuq.sock`) when
+it exists, where the server knows the caller by their Unix account.
 
 It knows paths and JSON, not the shapes of jobs: the CLI prints what comes back as it is,
 and `gpuq.client` builds typed objects on top of it.
@@ -6,7 +8,7 @@ and `gpuq.client` builds typed objects on top of it.
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -15,6 +17,17 @@ import httpx
 from gpuq.contract.states import TERMINAL
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: the host part of requests over the local socket (any name would do)
+SOCKET_BASE_URL = "http://gpuq.socket"
+
+
+def local_socket(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The server's local socket if its file exists; None otherwise."""
+    given = environ.get("GPUQ_SOCKET")
+    if given == "-":
+        return None
+    path = Path(given) if given else Path(environ.get("GPUQ_HOME", ".gpuq")) / "gpuq.sock"
+    return path if path.is_socket() else None
 
 
 #: The longest a long poll waits for a change before it asks again.
@@ -66,6 +79,16 @@ class Client:
             return
         token = token or os.environ.get("GPUQ_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        sock = None if url or os.environ.get("GPUQ_URL") else local_socket()
+        if sock is not None:
+            self.url = f"unix:{sock}"
+            self._http = httpx.Client(
+                base_url=SOCKET_BASE_URL,
+                headers=headers,
+                timeout=30.0,
+                transport=httpx.HTTPTransport(uds=str(sock)),
+            )
+            return
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:

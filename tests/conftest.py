@@ -84,6 +84,9 @@ def settings(tmp_path: Path, database_url: str | None) -> Settings:
         active_poll_s=0.1,
         idle_poll_s=0.5,
         retry_backoff_s=0.5,
+        # The suite runs as root (it installs and starts Slurm, PostgreSQL...): command jobs
+        # run as root as on a single-user box; tests/e2e/test_run_as.py covers the rest.
+        allow_root_jobs=True,
     )
 
 

@@ -28,6 +28,7 @@ class FakeNvml:
         self._compute_modes = compute_modes or {}
         self._mig = mig or {}
         self._processes: dict[int, dict[int, int]] = {i: {} for i in range(count)}
+        self.utilization: dict[int, int] = {}  #: GPU → percent busy (default 0)
         self._lock = threading.Lock()
 
     def put(self, gpu: int, pid: int, memory_mb: int) -> None:
@@ -49,7 +50,7 @@ class FakeNvml:
                     memory_total_mb=self.memory_mb,
                     memory_used_mb=self.baseline_mb + sum(self._processes[i].values()),
                     processes=tuple(ProcessReading(p, m) for p, m in self._processes[i].items()),
-                    utilization_pct=0,
+                    utilization_pct=self.utilization.get(i, 0),
                 )
                 for i in range(self.count)
             ]

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     device_mismatch = 66  #: TensorFlow saw other devices than the ones assigned
     gpu_oom = 67  #: TensorFlow ran out of GPU memory
     host_oom = 68  #: Python ran out of host memory
+    step_timeout = 69  #: a training step hung (an all-reduce that never completes)
     stopped = 75  #: stopped early on SIGTERM (cancel or time limit)
     launch_error = 127  #: the runner's own: it could not start the job's program (`spawn_error`)
 
@@ -27,6 +28,7 @@ REASONS = {
     ExitCode.device_mismatch: Reason.device_mismatch,
     ExitCode.gpu_oom: Reason.gpu_oom,
     ExitCode.host_oom: Reason.host_oom,
+    ExitCode.step_timeout: Reason.idle,
     # SIGTERM that the scheduler did not send (its own stops have a reason of their own).
     ExitCode.stopped: Reason.signal,
 }

@@ -23,6 +23,10 @@ HINTS = {
     Reason.host_oom: "lower batch_size or use a smaller data set",
     Reason.invalid_spec: "check the job spec against the API docs at /docs",
     Reason.device_mismatch: "the GPUs may have changed; check `gpuq gpus`",
+    Reason.idle: (
+        "a hung all-reduce, a dead input pipeline or a finished notebook? Interactive work "
+        "can say so with the spec's idle_exempt"
+    ),
 }
 
 
@@ -82,6 +86,9 @@ def classify(
     if stop_reason in KILLED_FOR:
         said = detail or KILLED_FOR[stop_reason]
         return Outcome(JobStatus.failed, stop_reason, f"{said}: {HINTS[stop_reason]}", code)
+    if stop_reason == Reason.idle:
+        said = detail or "held its GPUs without training"
+        return Outcome(JobStatus.failed, Reason.idle, f"{said}: {HINTS[Reason.idle]}", code)
     if stop_reason == Reason.cancelled_by_user:
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuq.contract.safe_open import open_inside
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -48,8 +50,8 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, durable: bool = True)
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        with open(path) as f:
+        with open_inside(path, path.parent) as f:
             data = json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, PermissionError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None

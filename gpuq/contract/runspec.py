@@ -15,6 +15,12 @@ class RunSpec(BaseModel):
     attempt: int
     spec: JobSpec
     devices: DevicePlan
+    #: folders the data file must really lie under (symlinks followed) as the worker opens
+    #: it; None: anywhere the job can read
+    data_roots: list[str] | None = None
+    #: a training step (after the first) that takes longer has hung: the builtin trainer
+    #: ends itself (`ExitCode.step_timeout`) rather than wait on a stuck all-reduce forever
+    step_timeout_s: float | None = None
 
 
 def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str, str]:

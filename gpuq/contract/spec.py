@@ -4,11 +4,14 @@ Everything here is checked before a job is accepted, so a worker only ever sees 
 parse. Checks that need the box (GPU count, file paths) live in `service.admission`.
 """
 
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -46,6 +49,25 @@ def _host_path(value: str) -> str:
 
 #: A path on the gpuq host: no NUL bytes, no `..` tricks (checked for existence at submit).
 HostPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_host_path)]
+
+
+def _web_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value
+
+
+#: Where a webhook is posted.
+WebUrl = Annotated[str, Field(min_length=8, max_length=2048), AfterValidator(_web_url)]
+
+
+def _in_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+#: A moment with its time zone (ISO 8601, e.g. `2026-11-23T18:00:00Z`), kept in UTC.
+UtcTime = Annotated[AwareDatetime, Field(strict=False), AfterValidator(_in_utc)]
 
 
 class Head(StrictModel):
@@ -358,6 +380,23 @@ class JobSpec(StrictModel):
     )
     slurm: SlurmOptions | None = Field(
         None, description="Partition, account, QOS and constraint on a Slurm cluster."
+    )
+    not_before: UtcTime | None = Field(
+        None,
+        description="Do not start before this moment: ISO 8601 with its zone, e.g. "
+        "`2026-11-23T18:00:00Z`. The job waits with this as its reason until then.",
+    )
+    webhook: WebUrl | None = Field(
+        None,
+        description="POST each change of this job's state here (JSON, signed with your "
+        "webhook secret); default: your own webhook (`PUT /v1/webhook`).",
+    )
+    idle_exempt: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="Why this job may hold its GPUs without training (interactive work): it "
+        "is never ended as idle. Admins see the reason.",
     )
     max_retries: int = Field(
         0,

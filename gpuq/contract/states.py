@@ -27,6 +27,7 @@ class Reason(StrEnum):
     cancelled_by_user = "cancelled_by_user"
     dependency_failed = "dependency_failed"
     time_limit = "time_limit"
+    idle = "idle"  #: held its GPUs without training (the idle rule, a hung step)
 
 
 TERMINAL = frozenset(

@@ -1,4 +1,8 @@
-"""Refuses at submit what can never run on this box, naming the field and the problem."""
+"""Refuses at submit what can never run on this box, naming the field and the problem.
+
+An error about a data file names the problem, never what the file holds: gpuq may be able
+to read files its caller cannot.
+"""
 
 import csv
 import os
@@ -11,6 +15,7 @@ from typing import IO
 import numpy as np
 
 from gpuq.contract.spec import CnnModel, CommandSpec, CsvData, JobSpec, NpzData
+from gpuq.service.data_access import PathRules, PathUse
 from gpuq.service.errors import Invalid
 from gpuq.service.gpus.nvml import DeviceReading
 
@@ -23,15 +28,18 @@ def check(
     headroom_mb: int,
     *,
     cluster: Sequence[int] | None = None,
+    rules: PathRules = PathRules(),
 ) -> None:
     """Raises `Invalid` if `spec` could never be placed here or its data cannot be read.
 
     `cluster`: under a queueing executor, the GPUs of each of its nodes instead of `gpus`.
+    `rules`: which paths the job may name, judged with whose rights.
     """
     if cluster is None:
         _check_resources(spec, gpus, headroom_mb)
     else:
         _check_cluster_resources(spec, cluster)
+    rules.check(path_uses(spec))
     if spec.keras is not None and isinstance(spec.keras.data, NpzData):
         x_shape = _check_npz(spec.keras.data)
         if isinstance(spec.keras.model, CnnModel) and len(x_shape) not in (3, 4):
@@ -44,6 +52,23 @@ def check(
         _check_csv(spec.keras.data)
     if spec.command is not None:
         _check_command(spec.command)
+
+
+def path_uses(spec: JobSpec) -> list[PathUse]:
+    """Every host path `spec` names, and what the job does with it."""
+    uses = []
+    if spec.keras is not None and isinstance(spec.keras.data, NpzData | CsvData):
+        uses.append(PathUse(("body", "keras", "data", "path"), spec.keras.data.path, "read"))
+    if spec.command is not None:
+        command = spec.command
+        program: str | None = command.argv[0]
+        if program is not None and "/" not in program:
+            program = shutil.which(program, path=command.env.get("PATH", os.environ.get("PATH")))
+        if program is not None and os.path.isabs(program):
+            uses.append(PathUse(("body", "command", "argv", 0), program, "exec"))
+        if command.workdir is not None and os.path.isabs(command.workdir):
+            uses.append(PathUse(("body", "command", "workdir"), command.workdir, "enter"))
+    return uses
 
 
 def _check_command(command: CommandSpec) -> None:
@@ -129,19 +154,23 @@ def _readable_file(name: str) -> Path:
 
 def _check_csv(data: CsvData) -> None:
     path = _readable_file(data.path)
+    loc = ("body", "keras", "data", "path")
     try:
         with open(path, newline="") as f:
             header = next(csv.reader(f, delimiter=data.delimiter), [])
             first = next(csv.reader(f, delimiter=data.delimiter), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise Invalid(loc, f"{data.path!r} is not UTF-8 text") from None
+    except csv.Error:
         raise Invalid(
-            ("body", "keras", "data", "path"), f"cannot read {data.path!r}: {exc}"
-        ) from exc
+            loc, f"{data.path!r} is not valid CSV with delimiter {data.delimiter!r}"
+        ) from None
+    except OSError as exc:
+        raise Invalid(loc, f"cannot read {data.path!r}: {exc.strerror}") from None
     if data.label not in header:
-        columns = ", ".join(header[:20]) or "none"
         raise Invalid(
             ("body", "keras", "data", "label"),
-            f"no column {data.label!r} in {data.path!r} (columns: {columns})",
+            f"no column {data.label!r} in the header row of {data.path!r} ({len(header)} columns)",
         )
     if len(header) < 2 or first is None:
         raise Invalid(
@@ -159,15 +188,18 @@ def _check_npz(data: NpzData) -> tuple[int, ...]:
             shapes = {}
             for field, key in (("x", data.x), ("y", data.y)):
                 if f"{key}.npy" not in names:
-                    have = ", ".join(sorted(n.removesuffix(".npy") for n in names)) or "none"
                     raise Invalid(
                         ("body", "keras", "data", field),
-                        f"array {key!r} is not in {data.path!r} (arrays: {have})",
+                        f"array {key!r} is not in {data.path!r} ({len(names)} arrays)",
                     )
                 with archive.open(f"{key}.npy") as member:
                     shapes[field] = _npy_shape(member)
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise Invalid(loc, f"{data.path!r} is not a readable .npz file: {exc}") from exc
+    except zipfile.BadZipFile:
+        raise Invalid(loc, f"{data.path!r} is not a readable .npz file (not a zip)") from None
+    except ValueError:
+        raise Invalid(loc, f"{data.path!r} holds an array with a bad .npy header") from None
+    except OSError as exc:
+        raise Invalid(loc, f"cannot read {data.path!r}: {exc.strerror}") from None
     x_shape, y_shape = shapes["x"], shapes["y"]
     if len(x_shape) < 2 or x_shape[0] == 0:
         raise Invalid(

@@ -4,6 +4,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from gpuq.contract.safe_open import open_inside
+
 MAX_LOG_BYTES = 16 * 1024 * 1024
 FOLLOW_POLL_S = 0.25
 CHUNK_BYTES = 64 * 1024
@@ -13,7 +15,7 @@ def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> tuple[b
     """The log from `offset` (at most 16 MiB), or its last `tail` lines; and the byte
     offset where the answer ends, to ask for the next page from."""
     try:
-        with open(path, "rb") as f:
+        with open_inside(path, path.parent) as f:
             size = f.seek(0, 2)
             if tail is not None:
                 start = max(0, size - MAX_LOG_BYTES)
@@ -23,7 +25,7 @@ def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> tuple[b
             start = f.seek(min(offset, size))
             body = f.read(MAX_LOG_BYTES)
             return body, start + len(body)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return b"", 0
 
 
@@ -40,12 +42,12 @@ async def follow_log(
         current = await asyncio.to_thread(path)
         if current is not None:
             try:
-                with open(current, "rb") as f:
+                with open_inside(current, current.parent) as f:
                     f.seek(offset)
                     while chunk := f.read(CHUNK_BYTES):
                         offset += len(chunk)
                         yield chunk
-            except FileNotFoundError:
+            except (FileNotFoundError, PermissionError):
                 pass
         if finished:
             return

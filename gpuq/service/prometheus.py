@@ -11,6 +11,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
+from gpuq.service.db import utcnow
 from gpuq.service.errors import Unavailable
 from gpuq.service.public import GpuNodePublic, GpuPublic
 from gpuq.service.runtime import Service
@@ -73,8 +74,16 @@ class GpuqCollector(Collector):
             "GPUs an active job was seen using without being given them (NVML).",
             labels=labels,
         )
+        idle = GaugeMetricFamily(
+            "gpuq_job_idle_seconds",
+            "How long an active job has held its GPUs without training (the idle rule).",
+            labels=labels,
+        )
+        now = utcnow()
         for job in active:
             key = [str(job.id), job.owner]
+            if job.idle_since is not None:
+                idle.add_metric(key, max(0.0, (now - job.idle_since).total_seconds()))
             if job.gpu_memory_peak_mb is not None:
                 peak.add_metric(key, job.gpu_memory_peak_mb * MIB)
             if job.memory_mb is not None and job.gpu_count:
@@ -85,7 +94,7 @@ class GpuqCollector(Collector):
                 fraction.add_metric(key, job.progress["fraction"])
             if job.progress.get("samples_per_s") is not None:
                 speed.add_metric(key, job.progress["samples_per_s"])
-        yield from (peak, cap, off_gpu, fraction, speed)
+        yield from (peak, cap, off_gpu, idle, fraction, speed)
 
     def _gpus(self) -> Iterator[Metric]:
         try:

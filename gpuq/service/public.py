@@ -100,6 +100,13 @@ class JobPublic(JobEvent):
     retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
     previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
     held: bool = _d("Kept from starting until released (`POST .../release`).")
+    unix_user: str | None = _d(
+        "The Unix account the job runs as (GPUQ_RUN_AS=owner); null: gpuq's own account."
+    )
+    not_before: datetime | None = _d("The job does not start before this moment (UTC).")
+    idle_since: datetime | None = _d(
+        "Since when the job holds GPUs without training (the idle rule); null while it trains."
+    )
     depends_on: list[int] = _d("Jobs that must succeed before this one starts.")
     created_at: datetime = _d("Submitted (UTC).")
 
@@ -179,6 +186,21 @@ class GpuNodePublic(BaseModel):
     state: str = _d("Slurm's node state: idle, mixed, allocated, down, drained...")
 
 
+class MaintenancePublic(BaseModel):
+    reason: str | None = _d("Why, in the admin's words.")
+    by: str = _d("The admin who drained it.")
+    since: datetime = _d("Drained since (UTC).")
+
+
+class DrainPublic(BaseModel):
+    """An admin's maintenance drain: nothing new starts there until it is resumed."""
+
+    gpu: int | None = _d("The GPU drained; null: the whole box.")
+    reason: str | None = _d("Why, in the admin's words.")
+    by: str = _d("The admin who drained it.")
+    since: datetime = _d("Drained since (UTC).")
+
+
 class GpuPublic(BaseModel):
     index: int = _d("NVML index, as used in CUDA_VISIBLE_DEVICES (PCI bus order).")
     uuid: str = _d("NVML UUID.")
@@ -192,3 +214,39 @@ class GpuPublic(BaseModel):
     simulated: bool = _d("True for GPUs simulated with CPU devices (`GPUQ_GPUS=sim:...`).")
     allocations: list[AllocationPublic] = _d("Jobs placed on this GPU.")
     foreign_processes: list[ForeignProcess] = _d("Processes gpuq did not start, with memory.")
+    maintenance: MaintenancePublic | None = PydanticField(
+        None,
+        description="The admin's drain of this GPU (or of the whole box): no new job starts "
+        "on it until resumed; null: not drained.",
+    )
+
+
+class WebhookPublic(BaseModel):
+    url: str | None = _d("Your default webhook, for jobs whose spec names none; null: none.")
+    secret: str = _d(
+        "Signs every delivery to your jobs' webhooks: `X-Gpuq-Signature: sha256=<hex>` is "
+        "HMAC-SHA256 of the body with this key."
+    )
+
+
+class DeliveryAttemptPublic(BaseModel):
+    at: datetime = _d("When the POST was sent (UTC).")
+    status_code: int | None = _d("The receiver's HTTP status; null if none came.")
+    error: str | None = _d("Why no answer came: timeout, connection refused, ...")
+    duration_ms: int = _d("How long the attempt took, in milliseconds.")
+
+
+class WebhookDeliveryPublic(BaseModel):
+    id: int = _d("The delivery's id, also sent as `X-Gpuq-Delivery`.")
+    event: str = _d("The job's new status (`running`, `succeeded`, ...) or `idle`.")
+    url: str = _d("Where it is posted.")
+    state: str = _d("`pending` (to be tried), `delivered` (a 2xx answer) or `failed`.")
+    attempts: list[DeliveryAttemptPublic] = _d("Each try, oldest first.")
+    next_at: datetime | None = _d("When the next try is due (UTC); null unless pending.")
+    created_at: datetime = _d("When the change was noticed (UTC).")
+    finished_at: datetime | None = _d("When it was delivered or given up (UTC).")
+
+
+class WebhookDeliveryList(BaseModel):
+    job_id: int = _d("The job.")
+    deliveries: list[WebhookDeliveryPublic] = _d("The newest (at most 200), newest first.")

@@ -4,24 +4,26 @@ scheduler or compute run-directory paths."""
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import TERMINAL
-from gpuq.service import admission, jobs, migrate
-from gpuq.service.artifacts import Artifact, find_artifact, list_artifacts
+from gpuq.service import admission, jobs, maintenance, migrate, run_as, state_dirs, users
+from gpuq.service.artifacts import Artifact, find_artifact, list_artifacts, open_artifact
 from gpuq.service.db import Database
-from gpuq.service.errors import Conflict, Invalid, NotFound, Unavailable
+from gpuq.service.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from gpuq.service.executors import Executor, LocalExecutor, Node, QueueingExecutor
 from gpuq.service.executors.slurm import SlurmExecutor, slurm_environment_ok
 from gpuq.service.gpus import registry
 from gpuq.service.gpus.inventory import Inventory, InventoryError, discover
 from gpuq.service.gpus.nvml import GpuProbe
 from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.public import GpuNodePublic, GpuPublic, Preview
+from gpuq.service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
 from gpuq.service.scheduler.loop import Scheduler
 from gpuq.service.settings import Settings
 from gpuq.service.tables import Job
 from gpuq.service.users import Caller
+from gpuq.service.webhooks import Notifier
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Service:
     executor: Executor
     scheduler: Scheduler
     schedules: bool = True  #: False in an API-only process
+    notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
 
     @classmethod
     def open(
@@ -43,7 +46,8 @@ class Service:
         replaces NVML with a stand-in (tests): its readings drive placement, sampling and
         draining while workers train on simulated devices.
         """
-        settings.home.mkdir(parents=True, exist_ok=True)
+        run_as.check_startup(settings)
+        state_dirs.prepare(settings)
         executor = open_executor(settings)
         if isinstance(executor, QueueingExecutor):
             # The cluster's GPUs are Slurm's; `sim:` still makes workers simulate theirs.
@@ -54,14 +58,20 @@ class Service:
             inventory = Inventory.from_probe(probe, simulated=True)
         db = Database.open(settings.db_url)
         migrate.upgrade(db)
+        state_dirs.protect_database(settings)
         registry.sync(db, inventory)
         gpus = GpuRegistry(db, inventory)
         scheduler = Scheduler(db, settings, gpus, executor)
+        notifier = None
         if schedule:
             scheduler.start()
-        return cls(settings, db, gpus, executor, scheduler, schedules=schedule)
+            notifier = Notifier(db, settings)
+            notifier.start()
+        return cls(settings, db, gpus, executor, scheduler, schedules=schedule, notifier=notifier)
 
     def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.stop()
         if self.schedules:
             self.scheduler.stop()
         self.db.dispose()
@@ -74,7 +84,7 @@ class Service:
         """Admits `spec` (422 if it can never run here), applies the caller's quotas, stores
         the job with its audit entry and wakes the scheduler; `created` is False for a
         replayed `idempotency_key` (the original job)."""
-        self._admit(spec)
+        self._admit(spec, caller)
         settings = self.settings
         limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
         job, created = jobs.create_job(
@@ -86,15 +96,21 @@ class Service:
 
     def preview(self, spec: JobSpec, caller: Caller) -> Preview:
         """A dry run: where `spec` would start now, or why it would wait."""
-        self._admit(spec)
+        self._admit(spec, caller)
         return self.scheduler.preview(spec, caller.name)
 
-    def _admit(self, spec: JobSpec) -> None:
+    def _admit(self, spec: JobSpec, caller: Caller) -> None:
+        """Refuses what could never run here, or not as `caller`: their Unix account, the
+        paths they name, command jobs as root."""
+        settings = self.settings
+        run_as.check_spec(settings, spec)
+        account = run_as.account_for(settings, caller)
+        rules = run_as.path_rules(settings, account, has_users=users.has_users(self.db))
         devices = self.gpus.inventory.devices
         cluster = None
         if isinstance(self.executor, QueueingExecutor):
             cluster = [node.gpus for node in self._nodes()]
-        admission.check(spec, devices, self.settings.gpu_headroom_mb, cluster=cluster)
+        admission.check(spec, devices, settings.gpu_headroom_mb, cluster=cluster, rules=rules)
 
     def _nodes(self) -> list[Node]:
         assert isinstance(self.executor, QueueingExecutor)
@@ -121,28 +137,42 @@ class Service:
         self.scheduler.wake()
         return job
 
-    def log_path(self, job_id: int) -> Path | None:
+    def log_path(self, job_id: int, caller: Caller) -> Path | None:
         """The latest attempt's log; None while the job was never launched (404: no job)."""
-        attempt = jobs.get_job(self.db, job_id).attempt
+        attempt = self._files_of(job_id, caller).attempt
         return self.executor.run_dir(job_id, attempt).log if attempt else None
+
+    def _files_of(self, job_id: int, caller: Caller) -> Job:
+        """The job, if `caller` may read its files: under GPUQ_RUN_AS=owner they are its
+        owner's alone (and admins'), as on disk; elsewhere the team's."""
+        job = jobs.get_job(self.db, job_id)
+        if self.settings.run_as == "owner" and not caller.admin and caller.name != job.owner:
+            raise Forbidden(f"job {job_id}'s files are {job.owner}'s (GPUQ_RUN_AS=owner)")
+        return job
 
     def ended(self, job_id: int) -> bool:
         return jobs.get_job(self.db, job_id).status in TERMINAL
 
-    def artifacts(self, job_id: int, attempt: int | None) -> tuple[int, list[Artifact]]:
+    def artifacts(
+        self, job_id: int, attempt: int | None, caller: Caller
+    ) -> tuple[int, list[Artifact]]:
         """The attempt asked for (default: the latest; 0 if never launched) and its files."""
-        chosen = self._attempt(job_id, attempt)
+        chosen = self._attempt(job_id, attempt, caller)
         return chosen, list_artifacts(self.executor.run_dir(job_id, chosen)) if chosen else []
 
-    def artifact(self, job_id: int, name: str, attempt: int | None) -> Artifact:
-        """One file of an attempt; 404 if there is none by that name."""
-        chosen = self._attempt(job_id, attempt)
+    def artifact(
+        self, job_id: int, name: str, attempt: int | None, caller: Caller
+    ) -> tuple[Artifact, BinaryIO]:
+        """One file of an attempt, opened; 404 if there is none by that name."""
+        chosen = self._attempt(job_id, attempt, caller)
         if not chosen:
             raise NotFound(f"job {job_id} has not started, so it has no files yet")
-        return find_artifact(self.executor.run_dir(job_id, chosen), name)
+        run = self.executor.run_dir(job_id, chosen)
+        found = find_artifact(run, name)
+        return found, open_artifact(found, run)
 
-    def _attempt(self, job_id: int, attempt: int | None) -> int:
-        job = jobs.get_job(self.db, job_id)
+    def _attempt(self, job_id: int, attempt: int | None, caller: Caller) -> int:
+        job = self._files_of(job_id, caller)
         if attempt is not None and attempt > job.attempt:
             raise Invalid(("query", "attempt"), f"job {job_id} has had {job.attempt} attempt(s)")
         return attempt or job.attempt
@@ -165,6 +195,37 @@ class Service:
             raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
         self.scheduler.wake()
         return {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}[index]
+
+    # --- maintenance ---------------------------------------------------------------------------
+
+    def drains(self) -> list[DrainPublic]:
+        """Every maintenance drain: the whole box's first, then single GPUs'."""
+        return maintenance.current(self.db)
+
+    def drain(
+        self, gpus: list[int] | None, reason: str | None, caller: Caller
+    ) -> list[DrainPublic]:
+        """Starts nothing new on `gpus` (None: the whole box) until resumed; running jobs go
+        on. 404 for an unknown GPU; 409 for single GPUs under Slurm."""
+        self._slurm_has_no_gpus(gpus)
+        drains = maintenance.drain(self.db, gpus, reason, caller.name)
+        self.scheduler.wake()
+        return drains
+
+    def resume(self, gpus: list[int] | None, caller: Caller) -> list[DrainPublic]:
+        """Ends the drains of `gpus` (None: all of them) and returns those left."""
+        self._slurm_has_no_gpus(gpus)
+        drains = maintenance.resume(self.db, gpus, caller.name)
+        self.scheduler.wake()
+        return drains
+
+    def _slurm_has_no_gpus(self, gpus: list[int] | None) -> None:
+        if gpus is not None and isinstance(self.executor, QueueingExecutor):
+            raise Conflict(
+                "the GPUs are Slurm's: drain a node with `scontrol update nodename=... "
+                "state=drain reason=...`, or drain the whole box (no GPUs) to stop handing "
+                "jobs over"
+            )
 
 
 def open_executor(settings: Settings) -> Executor:

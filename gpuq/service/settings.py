@@ -57,6 +57,45 @@ class Settings(BaseSettings):
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")
     log_level: str = "INFO"
+    run_as: Literal["service", "owner"] = Field(
+        "service",
+        description="Whose Unix account jobs run as: `service` (gpuq's own) or `owner` (the "
+        "account bound to the job's owner; gpuq must run as root).",
+    )
+    allow_root_jobs: bool = Field(
+        False,
+        description="Let `command` jobs run as root when gpuq runs as root with "
+        "GPUQ_RUN_AS=service (a single-user box, a container).",
+    )
+    data_dirs: str | None = Field(
+        None,
+        description="Colon-separated folders a job's data paths and `workdir` must lie under "
+        "when gpuq has users and runs jobs as its own account; default `$GPUQ_HOME/data`.",
+    )
+    socket: Path | None = Field(
+        None,
+        description="Unix socket for local login by peer credentials; default "
+        "`$GPUQ_HOME/gpuq.sock`, `-` for none.",
+    )
+    idle_util_pct: float = Field(
+        5.0, ge=0, le=100, description="GPU utilisation below which a job's GPUs count as idle."
+    )
+    idle_after_s: float = Field(
+        1800.0, gt=0, description="No training step for this long (GPUs idle) makes a job idle."
+    )
+    idle_grace_s: float = Field(
+        600.0, ge=0, description="A job is never idle in its first this many seconds."
+    )
+    idle_kill_after_s: float = Field(
+        0.0, ge=0, description="End an idle job (reason `idle`) after this long idle; 0: never."
+    )
+    webhook_timeout_s: float = Field(5.0, gt=0, description="How long one delivery may take.")
+    webhook_attempts: int = Field(
+        6, ge=1, description="Tries per notification before it is given up."
+    )
+    webhook_backoff_s: float = Field(
+        2.0, ge=0, description="Wait before the first retry of a delivery; doubles after."
+    )
     executor: Literal["local", "slurm"] = Field(
         "local", description="What runs placed jobs: `local` (this box) or `slurm` (`sbatch`)."
     )
@@ -88,6 +127,19 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> Path:
         return self.home / "runs"
+
+    @property
+    def socket_path(self) -> Path | None:
+        """Where `gpuq serve` listens for local logins; None when turned off (`-`)."""
+        if self.socket is None:
+            return self.home / "gpuq.sock"
+        return None if str(self.socket) == "-" else self.socket
+
+    @property
+    def data_roots(self) -> list[Path]:
+        """The folders of `GPUQ_DATA_DIRS`, resolved (symlinks followed)."""
+        given = self.data_dirs if self.data_dirs is not None else str(self.home / "data")
+        return [Path(p).expanduser().resolve() for p in given.split(":") if p.strip()]
 
 
 #: `GPUQ_*` variables that are not the service's settings: the client's, and those gpuq

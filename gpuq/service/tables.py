@@ -63,6 +63,14 @@ class Job(SQLModel, table=True):
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
+    #: the Unix account the job runs as (GPUQ_RUN_AS=owner), fixed at submit
+    unix_user: str | None = None
+    not_before: datetime | None = _utc(default=None)  #: the spec's: no start before then
+    #: since when the job holds GPUs without training (the idle rule); None while it trains
+    idle_since: datetime | None = _utc(default=None)
+    webhook_url: str | None = None  #: where its state changes are posted, fixed at submit
+    #: the last status a webhook delivery was queued for (the notifier's cursor)
+    notified_status: str | None = None
     runner_pid: int | None = None  #: leads the job's process group on this box (local)
     executor: str | None = None  #: what runs the current attempt: `local` or `slurm`
     executor_job_id: str | None = None  #: its id there: the runner's pid, the Slurm job id
@@ -122,6 +130,7 @@ class User(SQLModel, table=True):
     name: str = Field(unique=True, index=True)
     token_sha256: str
     admin: bool = False
+    unix_user: str | None = None  #: the Unix account their jobs run as (GPUQ_RUN_AS=owner)
     created_at: datetime = _utc(default_factory=utcnow)
     revoked_at: datetime | None = _utc(default=None)
 
@@ -147,3 +156,46 @@ class Allocation(SQLModel, table=True):
     job_id: int = Field(foreign_key="job.id", primary_key=True)
     gpu_index: int = Field(foreign_key="gpu.index", primary_key=True)
     memory_mb: int | None = None
+
+
+class Maintenance(SQLModel, table=True):
+    """An admin's drain: of one GPU (`gpu_index`) or of the whole box (`gpu_index` None).
+    Nothing new starts there until it is resumed (the row deleted)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    gpu_index: int | None = None
+    reason: str | None = None
+    actor: str
+    since: datetime = _utc(default_factory=utcnow)
+
+
+class UserWebhook(SQLModel, table=True):
+    """A job owner's webhook default and the secret their deliveries are signed with."""
+
+    __tablename__ = "user_webhook"
+
+    owner: str = Field(primary_key=True)
+    url: str | None = None  #: for jobs that name no `webhook` of their own
+    secret: str
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """One notification of one job's change, and every attempt to deliver it."""
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (Index("ix_webhook_delivery_state_next", "state", "next_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(index=True)
+    owner: str
+    event: str  #: the job's new status, or `idle`
+    url: str
+    body: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    state: str = "pending"  #: `pending`, `delivered` or `failed` (no attempts left)
+    #: `{"at", "status_code", "error", "duration_ms"}` for each try, oldest first
+    attempts: list[dict[str, Any]] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
+    next_at: datetime | None = _utc(default=None)  #: when to try next (pending only)
+    created_at: datetime = _utc(default_factory=utcnow)
+    finished_at: datetime | None = _utc(default=None)

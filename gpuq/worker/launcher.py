@@ -1,9 +1,11 @@
 """The launcher: a pre-started parent that forks a runner per job in about a millisecond.
 
 `gpuq serve` starts it once (`python -m gpuq.worker.launcher`) and writes one JSON line per job
-to its stdin: `{"run_dir": ..., "env": {...}}`. It forks; the child leaves for a session
-of its own, points its output at the job's `output.log` and becomes `gpuq.worker.runner` for
-that run directory, with everything already imported. The launcher answers
+to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null}`. It forks; the child
+leaves for a session of its own, drops to the job owner's account where `run_as` names one
+(GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
+`output.log` and becomes `gpuq.worker.runner` for that run directory, with everything
+already imported. The launcher answers
 `{"pid": N}` (or `{"error": "..."}`) on stdout, and `{"exited": N, "status": S}` once it
 has reaped a runner, which is how the scheduler learns that a job ended.
 
@@ -20,6 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gpuq.contract.account import Account
 from gpuq.worker import runner
 
 READ_CHUNK = 65536
@@ -29,9 +32,13 @@ def _child(request: dict[str, Any], ready: int) -> int:
     """Runs in the forked child: becomes the job's runner; returns its exit code."""
     os.setsid()
     os.write(ready, b".")  # the session exists: signals to its group now reach it
+    if request.get("run_as"):
+        Account.from_json(request["run_as"]).become()
     run_dir = Path(request["run_dir"])
     devnull = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    log = os.open(
+        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)

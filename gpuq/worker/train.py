@@ -20,6 +20,7 @@ from gpuq.contract.exits import ExitCode
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.runspec import RunSpec
 from gpuq.contract.spec import KerasJsonModel
+from gpuq.worker.data import BadData
 from gpuq.worker.devices import DeviceMismatch, configure
 
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> int:
         return _failed(events, ExitCode.invalid_spec, f"spec.json is unusable: {exc}")
     try:
         return train(run, runspec, events)
-    except SpecMismatch as exc:
+    except (SpecMismatch, BadData) as exc:
         return _failed(events, ExitCode.invalid_spec, str(exc))
     except DeviceMismatch as exc:
         return _failed(events, ExitCode.device_mismatch, str(exc))
@@ -96,10 +97,10 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     with strategy.scope():
         if isinstance(spec.model, KerasJsonModel):
             model = architectures.build(keras, spec, ())
-            x, y = data.load(spec, int(model.output_shape[-1]))
+            x, y = data.load(spec, int(model.output_shape[-1]), runspec.data_roots)
             _check_inputs(tuple(model.input_shape[1:]), tuple(x.shape[1:]))
         else:
-            x, y = data.load(spec, spec.model.outputs)
+            x, y = data.load(spec, spec.model.outputs, runspec.data_roots)
             model = architectures.build(keras, spec, tuple(x.shape[1:]))
     train_samples = int(len(x) * (1 - spec.validation_split))
     progress = GpuqProgress(
@@ -116,6 +117,11 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     tensorboard = keras.callbacks.TensorBoard(
         str(run.tensorboard), write_graph=False, profile_batch=0, update_freq="epoch"
     )
+    callbacks = [progress, backup, tensorboard]
+    if runspec.step_timeout_s:
+        from gpuq.worker.step_watchdog import StepWatchdog
+
+        callbacks.insert(0, StepWatchdog(runspec.step_timeout_s, events))
     history = model.fit(
         x,
         y,
@@ -123,7 +129,7 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         batch_size=spec.batch_size,
         validation_split=spec.validation_split,
         shuffle=spec.shuffle,
-        callbacks=[progress, backup, tensorboard],
+        callbacks=callbacks,
         verbose=0,
     )
     model.save(run.artifacts / "model.keras")

@@ -34,6 +34,7 @@ class Server:
             "GPUQ_GPUS": "sim:2x8GiB",
             "GPUQ_PORT": str(self.port),
             "GPUQ_URL": self.url,
+            "GPUQ_ALLOW_ROOT_JOBS": "1",  # the suite runs as root, as on a single-user box
         }
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -73,8 +73,8 @@ def test_users_add_prints_the_token_alone_on_its_last_line(tmp_path, monkeypatch
     assert " " not in token and len(token) > 30
     assert main(["users", "ls"]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split() == ["NAME", "ROLE", "STATE", "ADDED"]
-    assert row.split()[:3] == ["bo", "user", "active"]
+    assert header.split() == ["NAME", "ROLE", "UNIX", "USER", "STATE", "ADDED"]
+    assert row.split()[:4] == ["bo", "user", "-", "active"]
     assert main(["users", "revoke", "nobody"]) == 1
     assert capsys.readouterr().err.startswith("gpuq: ")
 
@@ -315,3 +315,20 @@ def test_gpus_release_puts_a_draining_gpu_back_into_use(settings, capsys):
         assert main(["gpus"], api=Client(http=client)) == 0
         _, first, _ = capsys.readouterr().out.splitlines()
         assert first.startswith("0 ") and " free " in first
+
+
+def test_users_are_bound_to_unix_accounts_one_each(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUQ_HOME", str(tmp_path / "gpuq"))
+    assert main(["users", "add", "ghost", "--unix-user", "no-such-account-here"]) == 1
+    assert "no Unix account 'no-such-account-here'" in capsys.readouterr().err
+    assert main(["users", "add", "ana", "--unix-user", "root"]) == 0
+    assert main(["users", "add", "bo", "--unix-user", "root"]) == 1
+    assert "already bound to user 'ana'" in capsys.readouterr().err
+    assert main(["users", "add", "bo"]) == 0
+    assert main(["users", "set", "bo"]) == 2  # neither --unix-user nor --no-unix-user
+    assert main(["users", "set", "ana", "--no-unix-user"]) == 0
+    assert main(["users", "set", "bo", "--unix-user", "root", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["users", "ls", "--json"]) == 0
+    listed = {u["name"]: u["unix_user"] for u in json.loads(capsys.readouterr().out)}
+    assert listed == {"ana": None, "bo": "root"}

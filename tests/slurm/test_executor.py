@@ -6,12 +6,14 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.accounts import ANA, throwaway_accounts
 from tests.conftest import TINY_KERAS, command_spec
 from tests.e2e.server import Server
 from tests.e2e.sse import read_events
@@ -22,9 +24,9 @@ FINAL = {"succeeded", "failed", "cancelled", "timed_out"}
 GRACE_S = 5
 
 
-@pytest.fixture
-def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
-    server = Server(tmp_path / "gpuq")
+def slurm_server(slurm_cluster: SlurmCluster, home: Path, **env: str) -> Server:
+    """A `gpuq serve` (not started) that hands its jobs to the test cluster."""
+    server = Server(home)
     server.env.update(
         slurm_cluster.env,
         GPUQ_EXECUTOR="slurm",
@@ -34,7 +36,14 @@ def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
         GPUQ_SLURM_POLL_MAX_S="2",
         GPUQ_CANCEL_GRACE_S=str(GRACE_S),
         GPUQ_ACTIVE_POLL_S="0.1",
+        **env,
     )
+    return server
+
+
+@pytest.fixture
+def server(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Server]:
+    server = slurm_server(slurm_cluster, tmp_path / "gpuq")
     server.start()
     yield server
     try:  # leave the node free for the next test
@@ -231,3 +240,51 @@ def test_jobs_no_node_can_run_are_refused_at_submit(server, slurm_cluster):
     pinned = httpx.post(f"{server.url}/v1/jobs", json=command_spec("pass", gpu_ids=[0]))
     assert pinned.status_code == 422
     assert "Slurm chooses the GPUs" in pinned.json()["detail"][0]["msg"]
+
+
+def test_a_drained_box_hands_nothing_to_slurm_until_resumed(server, slurm_cluster):
+    drain = httpx.post(f"{server.url}/v1/admin/drain", json={"gpus": None, "reason": "upgrade"})
+    assert drain.status_code == 200, drain.text
+    one_gpu = httpx.post(f"{server.url}/v1/admin/drain", json={"gpus": [0], "reason": None})
+    assert one_gpu.status_code == 409 and "scontrol update nodename=" in one_gpu.text
+    waiting = submit(server, keras(1))
+    job = until(server, waiting, lambda j: j["wait_reason"])
+    assert job["wait_reason"].startswith("the box is drained for maintenance by anonymous")
+    assert job["executor_job_id"] is None
+
+    assert httpx.post(f"{server.url}/v1/admin/resume", json={"gpus": None}).json() == []
+    until(server, waiting, lambda j: j["executor_job_id"])
+    # A `not_before` job stays with gpuq until then, and is handed over after.
+    not_before = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    later = submit(server, {**keras(1), "not_before": not_before.isoformat()})
+    job = until(server, later, lambda j: j["wait_reason"] or j["executor_job_id"])
+    assert job["wait_reason"].startswith("not before ") and job["executor_job_id"] is None
+    until(server, later, lambda j: j["executor_job_id"])
+
+
+def test_under_run_as_owner_slurm_runs_the_job_as_its_owner(slurm_cluster):
+    """`sbatch --uid/--gid` from root: Slurm itself runs the job as ana."""
+    # slurmd runs the batch script from its spool, under the cluster's folder.
+    with throwaway_accounts(reachable=[slurm_cluster.dir / "spool"]) as accounts:
+        # A GPUQ_HOME ana can pass through.
+        server = slurm_server(slurm_cluster, accounts.scratch / "gpuq", GPUQ_RUN_AS="owner")
+        server.home.mkdir()
+        token = server.cli("users", "add", "ana", "--unix-user", ANA).splitlines()[-1]
+        server.start()
+        try:
+            code = "import os; print('uid', os.getuid(), 'home', os.environ['HOME'])"
+            response = httpx.post(
+                f"{server.url}/v1/jobs",
+                json=command_spec(code, gpus=1),
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert response.status_code == 201, response.text
+            server.env["GPUQ_TOKEN"] = token
+            job = server.wait(response.json()["id"], FINAL, timeout_s=120)
+            assert job["status"] == "succeeded", (job["reason"], job["message"], job["log_tail"])
+            log = server.cli("logs", str(job["id"]))
+            assert f"uid {accounts.ana.pw_uid} home {accounts.ana.pw_dir}" in log
+            run = server.home / "runs" / str(job["id"]) / "1"
+            assert (run / "exit.json").stat().st_uid == accounts.ana.pw_uid
+        finally:
+            server.kill()

@@ -8,7 +8,17 @@ from fastapi import FastAPI
 
 from gpuq.service.api import errors
 from gpuq.service.api.limits import BodySizeLimit
-from gpuq.service.api.routes import artifacts, audit, dashboard, events, gpus, health, jobs
+from gpuq.service.api.routes import (
+    admin,
+    artifacts,
+    audit,
+    dashboard,
+    events,
+    gpus,
+    health,
+    jobs,
+    webhooks,
+)
 from gpuq.service.runtime import Service
 from gpuq.service.settings import Settings
 
@@ -35,7 +45,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
 
     app = FastAPI(title="gpuq", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
-    for module in (jobs, artifacts, events, gpus, audit, health, dashboard):
+    for module in (jobs, artifacts, events, gpus, admin, audit, health, dashboard, webhooks):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit)
     return app

@@ -4,9 +4,10 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from gpuq.service.api.local_socket import PEER_UID
 from gpuq.service.errors import Forbidden
 from gpuq.service.runtime import Service
-from gpuq.service.users import Caller, authenticate
+from gpuq.service.users import Caller, authenticate, authenticate_peer
 
 
 # Async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop that
@@ -20,13 +21,21 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 
 
 async def get_caller(
+    request: Request,
     service: ServiceDep,
     authorization: Annotated[
-        str | None, Header(description="`Bearer <token>`; not needed while no user exists.")
+        str | None,
+        Header(
+            description="`Bearer <token>`; not needed while no user exists, nor on the local "
+            "socket."
+        ),
     ] = None,
 ) -> Caller:
     # Runs on the event loop: the users are cached, and reading them after a change is
     # one local SQLite query.
+    uid = request.scope.get(PEER_UID)
+    if uid is not None and not authorization:
+        return authenticate_peer(service.db, uid)
     return authenticate(service.db, authorization)
 
 

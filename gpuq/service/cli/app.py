@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpuq.http import ApiError, Client
-from gpuq.service.cli import artifacts, audit, doctor, gpus, jobs, serve, users
+from gpuq.service.cli import admin, artifacts, audit, doctor, gpus, jobs, serve, users, webhook
 
 PROG = "gpuq"
 
@@ -67,8 +67,10 @@ def build_app() -> typer.Typer:
     app.command("priority", context_settings=jobs.PRIORITY_SETTINGS)(jobs.priority)
     app.command("artifacts")(artifacts.artifacts)
     app.command("audit")(audit.audit)
+    app.command("webhook")(webhook.webhook)
     app.add_typer(gpus.app)
     app.add_typer(users.app)
+    app.add_typer(admin.app)
     return app
 
 

@@ -98,15 +98,17 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     lock cannot be had."""
     import uvicorn
 
+    from gpuq.service.api import local_socket
     from gpuq.service.api.app import create_app
     from gpuq.service.gpus.inventory import InventoryError
+    from gpuq.service.run_as import RunAsError
     from gpuq.service.runtime import Service
     from gpuq.service.scheduler.loop import SchedulerLocked
 
     log = logging.getLogger("gpuq")
     try:
         service = Service.open(settings, schedule=schedule)
-    except (InventoryError, SchedulerLocked) as exc:
+    except (InventoryError, SchedulerLocked, RunAsError) as exc:
         _fail(str(exc))
     if user_count == 0:
         log.warning(
@@ -126,17 +128,32 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         settings.host,
         settings.port,
     )
+    config = uvicorn.Config(
+        create_app(settings, service),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        http=local_socket.PeerCredentialsProtocol,
+        # Event streams and followed logs never end on their own; without a bound,
+        # one open `curl -N` would keep a stopping server up forever.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    sockets = []
+    path = settings.socket_path
     try:
-        uvicorn.run(
-            create_app(settings, service),
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            # Event streams and followed logs never end on their own; without a bound,
-            # one open `curl -N` would keep a stopping server up forever.
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        )
+        sockets.append(config.bind_socket())
+        if path is not None:
+            try:
+                sockets.append(local_socket.bind(path))
+                log.info("local login on %s (who you are on this box; no token)", path)
+            except OSError as exc:
+                log.warning("no local login socket at %s: %s", path, exc)
+        uvicorn.Server(config).run(sockets=sockets)
     finally:
+        for sock in sockets:
+            sock.close()
+        if len(sockets) > 1 and path is not None:
+            path.unlink(missing_ok=True)
         service.close()
 
 

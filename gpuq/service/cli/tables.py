@@ -118,7 +118,17 @@ def gpus_table(gpus: Sequence[dict[str, Any]]) -> Table:
         for g in gpus
     ]
     headers = ["GPU", "NAME", "STATE", "USED/TOTAL MiB", "FREE MiB", "OTHERS MiB", "JOBS (MiB)"]
+    if any(g.get("maintenance") for g in gpus):  # the column only while something is drained
+        drained = [_drained(g.get("maintenance")) for g in gpus]
+        return table([*headers, "DRAINED"], [(*r, d) for r, d in zip(rows, drained, strict=True)])
     return table(headers, rows)
+
+
+def _drained(maintenance: dict[str, Any] | None) -> str:
+    if not maintenance:
+        return "-"
+    why = f": {maintenance['reason']}" if maintenance["reason"] else ""
+    return f"by {maintenance['by']}{why}"
 
 
 def nodes_table(nodes: Sequence[dict[str, Any]]) -> Table:
@@ -144,12 +154,13 @@ def users_table(users: Sequence[dict[str, Any]]) -> Table:
         (
             u["name"],
             "admin" if u["admin"] else "user",
+            u.get("unix_user") or "-",
             "revoked" if u["revoked"] else "active",
             u["created_at"][:16].replace("T", " "),
         )
         for u in users
     ]
-    return table(["NAME", "ROLE", "STATE", "ADDED"], rows)
+    return table(["NAME", "ROLE", "UNIX USER", "STATE", "ADDED"], rows)
 
 
 def audit_table(entries: Sequence[dict[str, Any]]) -> Table:

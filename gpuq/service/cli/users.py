@@ -22,6 +22,15 @@ app = typer.Typer(
 )
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The user's name.")]
+UnixUserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--unix-user",
+        metavar="LOGIN",
+        help="The Unix account their jobs run as (GPUQ_RUN_AS=owner) and that logs in as "
+        "them on the local socket.",
+    ),
+]
 
 
 @contextmanager
@@ -55,15 +64,16 @@ def _actor() -> "Caller":
 def add(
     name: NameArg,
     admin: Annotated[bool, typer.Option("--admin", help="May act on every job and GPU.")] = False,
+    unix_user: UnixUserOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Add a user and print their token once (alone on the last line)."""
     from gpuq.service import users
 
     with _database() as db:
-        token = users.add_user(db, name, admin=admin, actor=_actor())
+        token = users.add_user(db, name, admin=admin, unix_user=unix_user, actor=_actor())
     if as_json:
-        print_json({"name": name, "admin": admin, "token": token})
+        print_json({"name": name, "admin": admin, "unix_user": unix_user, "token": token})
         return
     role = "an admin" if admin else "a user"
     print(f"added {name} as {role}; this token is shown once, keep it secret:")
@@ -80,6 +90,7 @@ def list_users(as_json: JsonFlag = False) -> None:
             {
                 "name": u.name,
                 "admin": u.admin,
+                "unix_user": u.unix_user,
                 "revoked": u.revoked_at is not None,
                 "created_at": u.created_at.isoformat(),
             }
@@ -91,6 +102,31 @@ def list_users(as_json: JsonFlag = False) -> None:
         show(users_table(listed))
     else:
         print("no users")
+
+
+@app.command("set")
+def set_user(
+    name: NameArg,
+    unix_user: UnixUserOption = None,
+    unbind: Annotated[
+        bool, typer.Option("--no-unix-user", help="Bind them to no Unix account.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a user's Unix account (queued jobs keep the one they were submitted with)."""
+    from gpuq.service import users
+
+    if (unix_user is None) == (not unbind):
+        print("gpuq: give --unix-user LOGIN or --no-unix-user", file=sys.stderr)
+        raise typer.Exit(2)
+    with _database() as db:
+        users.set_unix_user(db, name, unix_user, actor=_actor())
+    if as_json:
+        print_json({"name": name, "unix_user": unix_user})
+    elif unix_user is None:
+        print(f"{name} is bound to no Unix account")
+    else:
+        print(f"{name}'s jobs run as the Unix account {unix_user} (under GPUQ_RUN_AS=owner)")
 
 
 @app.command("revoke")

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from gpuq.contract.account import Account
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
@@ -29,6 +30,12 @@ class Launch:
     held: bool = False
     #: executor job ids of the jobs that must succeed before this one starts
     after: tuple[str, ...] = ()
+    #: the owner's account the job runs as (GPUQ_RUN_AS=owner); None: gpuq's own
+    run_as: Account | None = None
+    #: folders the job's data must lie under (checked again as it is read); None: any
+    data_roots: tuple[str, ...] | None = None
+    #: a builtin job's training step that takes longer has hung (a stuck all-reduce)
+    step_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

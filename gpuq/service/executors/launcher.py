@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from gpuq.contract.account import Account
+
 #: How long a spawn waits for the launcher's answer before giving up on it.
 LAUNCHER_REPLY_S = 10.0
 
@@ -44,12 +46,19 @@ class Launcher:
                 replies.put(message)
         replies.put({"error": "the launcher exited"})
 
-    def spawn(self, run_dir: Path, env: Mapping[str, str]) -> int:
-        """Forks a runner for `run_dir` with environment `env`; its pid, or OSError."""
+    def spawn(self, run_dir: Path, env: Mapping[str, str], run_as: Account | None = None) -> int:
+        """Forks a runner for `run_dir` with environment `env`, as the account `run_as` (or
+        gpuq's own); its pid, or OSError."""
         if self._proc is None or self._proc.poll() is not None:
             self.start()
         assert self._proc is not None and self._proc.stdin is not None
-        request = json.dumps({"run_dir": str(run_dir), "env": dict(env)})
+        request = json.dumps(
+            {
+                "run_dir": str(run_dir),
+                "env": dict(env),
+                "run_as": run_as.to_json() if run_as else None,
+            }
+        )
         try:
             self._proc.stdin.write(request.encode() + b"\n")
             self._proc.stdin.flush()

@@ -16,7 +16,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import process_start_ticks
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.service.executors.base import Exit, Launch, LaunchError, Started
@@ -71,19 +73,26 @@ class LocalExecutor:
     def start(self, launch: Launch) -> Started:
         try:
             run, env = prepare_run(self.runs_dir, launch)
-            runner = self._spawn(launch.job_id, run, env)
+            runner = self._spawn(launch.job_id, run, env, launch.run_as)
         except OSError as exc:
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
         self._runners[launch.job_id] = runner
         return Started(str(runner.pid), runner.pid)
 
-    def _spawn(self, job_id: int, run: RunDir, env: dict[str, str]) -> _Runner:
+    def _spawn(
+        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None
+    ) -> _Runner:
         try:
-            return _Runner(job_id, run, self._launcher.spawn(run.path, env))
+            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as))
         except OSError as exc:
             log.warning("job %d: %s; starting its runner directly", job_id, exc)
-        with open(run.log, "ab") as output:
+        who: dict[str, Any] = {}
+        if run_as is not None:
+            who = {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}
+            who["umask"] = UMASK
+        fd = os.open(run.log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)  # the job's file
+        with open(fd, "ab") as output:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "gpuq.worker.runner", str(run.path)],
                 env=env,
@@ -92,6 +101,7 @@ class LocalExecutor:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                **who,
             )
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         return _Runner(job_id, run, proc.pid, proc=proc)

@@ -9,12 +9,13 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from gpuq.contract.processes import process_group
+from gpuq.service import maintenance
 from gpuq.service.audit import record
 from gpuq.service.db import Database, utcnow
 from gpuq.service.gpus.inventory import Inventory
 from gpuq.service.gpus.nvml import DeviceReading
 from gpuq.service.gpus.states import ALLOWED_FROM, GpuState
-from gpuq.service.public import AllocationPublic, ForeignProcess, GpuPublic
+from gpuq.service.public import AllocationPublic, ForeignProcess, GpuPublic, MaintenancePublic
 from gpuq.service.tables import Allocation, Gpu
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ class GpuRegistry:
         """The `GET /v1/gpus` view."""
         with self.db.read() as session:
             gpus, allocations = self.load(session)
+            drains = {d.gpu: d for d in maintenance.drains(session)}
         readings = self.readings()
         groups = set(job_groups)
         views = []
@@ -131,6 +133,7 @@ class GpuRegistry:
                 )
                 foreign = []
             used = min(used, gpu.memory_total_mb)
+            drain = drains.get(gpu.index) or drains.get(None)
             views.append(
                 GpuPublic(
                     index=gpu.index,
@@ -147,6 +150,9 @@ class GpuRegistry:
                         AllocationPublic(job_id=a.job_id, memory_mb=a.memory_mb) for a in mine
                     ],
                     foreign_processes=foreign,
+                    maintenance=MaintenancePublic(**drain.model_dump(exclude={"gpu"}))
+                    if drain
+                    else None,
                 )
             )
         return views

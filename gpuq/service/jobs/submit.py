@@ -11,7 +11,7 @@ from gpuq.contract.states import TERMINAL, JobStatus
 from gpuq.service.audit import record
 from gpuq.service.db import Database
 from gpuq.service.errors import Conflict, Forbidden, Invalid, TooMany
-from gpuq.service.tables import Job
+from gpuq.service.tables import Job, UserWebhook
 from gpuq.service.users import Caller
 
 
@@ -68,12 +68,19 @@ def create_job(
             memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
             idempotency_key=key,
             depends_on=list(spec.depends_on),
+            unix_user=caller.unix_user,
+            not_before=spec.not_before,
+            webhook_url=spec.webhook or _default_webhook(session, caller.name),
         )
         session.add(job)
         session.flush()
         session.refresh(job)  # its revision comes from a trigger
         record(session, caller.name, "submit", f"job/{job.id}", name=spec.name)
         return job, True
+
+
+def _default_webhook(session: Session, owner: str) -> str | None:
+    return session.exec(select(UserWebhook.url).where(UserWebhook.owner == owner)).first()
 
 
 def _check_dependencies(session: Session, ids: Sequence[int]) -> None:

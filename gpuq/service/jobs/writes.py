@@ -207,6 +207,20 @@ def record_placement_violation(
     )
 
 
+def record_idle(session: Session, job_id: int, warning: str | None) -> Job | None:
+    """Declares the job idle (`warning` says why; the job as it is now) or, with None, no
+    longer idle; None if it is gone."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return None
+    if warning is None:
+        _update(session, job_id, idle_since=None)
+    else:
+        _update(session, job_id, idle_since=utcnow(), warnings=[*job.warnings, warning])
+    session.refresh(job)
+    return job
+
+
 def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None = None) -> None:
     """The scheduler is stopping the job for `cause` (SIGTERM, or SIGKILL over its cap or
     off its GPUs); the first stop's cause is the one that counts."""

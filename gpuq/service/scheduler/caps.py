@@ -46,6 +46,7 @@ class CapGuard:
         """Records a higher peak; applies `GPUQ_OVER_CAP` to a job over its cap."""
         record, job_id = running.memory, running.job_id
         peak = max((u.memory_mb for u in mine), default=0)
+        record.held_mb = sum(u.memory_mb for u in mine)
         worst = worst_overrun(mine, record.cap_mb)
         warning = None
         if worst is not None:

@@ -1,5 +1,5 @@
-"""The `enforce` step: memory caps (`caps`), then cancels and time limits: SIGTERM once,
-SIGKILL when the grace period is over."""
+"""The `enforce` step: memory caps (`caps`), the idle rule (`idle`), then cancels and time
+limits: SIGTERM once, SIGKILL when the grace period is over."""
 
 import logging
 import signal
@@ -10,6 +10,7 @@ from gpuq.contract.states import Reason
 from gpuq.service.db import utcnow
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.caps import CapGuard
+from gpuq.service.scheduler.idle import check_idle
 from gpuq.service.scheduler.running import Books
 from gpuq.service.tables import Job
 
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 def enforce(books: Books, caps: CapGuard) -> None:
     caps.check()
+    check_idle(books)
     stop_overdue(books)
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from gpuq.contract.outcome import Outcome, classify
+from gpuq.contract.safe_open import open_inside
 from gpuq.contract.states import JobStatus
 from gpuq.service.executors import Exit
 from gpuq.service.jobs import writes
@@ -80,10 +81,10 @@ def judge(exit: Exit, job: Job, tail: list[str]) -> Outcome:
 def tail_log(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last lines of a job's log (read from its last 64 KiB)."""
     try:
-        with open(path, "rb") as f:
+        with open_inside(path, path.parent) as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 64 * 1024))
             text = f.read().decode(errors="replace")
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return []
     return text.splitlines()[-lines:]

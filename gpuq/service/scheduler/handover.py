@@ -1,10 +1,10 @@
 """The steps that replace `place` when the executor has a queue of its own (Slurm).
 
 `hand_over` gives the executor every queued job that gpuq's own rules let go (retry
-back-off, dependencies handed over first, the owner's `max_gpus_running`); the executor
-orders and places them. `follow` marks the ones it started, brings holds, priorities and
-dependencies up to date, records the executor's reason for the ones that wait, and takes
-back those gpuq ended while they waited.
+back-off, `not_before`, no drain of the whole box, dependencies handed over first, the
+owner's `max_gpus_running`); the executor orders and places them. `follow` marks the ones
+it started, brings holds, priorities and dependencies up to date, records the executor's
+reason for the ones that wait, and takes back those gpuq ended while they waited.
 """
 
 import logging
@@ -14,12 +14,13 @@ from sqlmodel import col, or_, select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
+from gpuq.service import maintenance, run_as
 from gpuq.service.audit import record
 from gpuq.service.db import utcnow
 from gpuq.service.executors import Launch, LaunchError, QueueingExecutor
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.running import Books, MemoryRecord, Running
-from gpuq.service.scheduler.snapshot import failed_dependency
+from gpuq.service.scheduler.snapshot import failed_dependency, not_yet
 from gpuq.service.scheduler.starting import device_plan
 from gpuq.service.tables import Job
 from gpuq.service.users import SCHEDULER
@@ -77,12 +78,15 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
                 )
             )
         ).all()
+        box = next((d for d in maintenance.drains(session) if d.gpu is None), None)
     gpus_held = Counter[str]()
     for owner, count in holding:
         gpus_held[owner] += count
     dependencies = _dependencies(books, queued)
     limit = books.settings.max_gpus_running
     now = utcnow()
+    # Jobs Slurm already has go on waiting there; a drained box hands over nothing new.
+    drained = maintenance.box_reason(box, now) if box else None
     reasons: dict[int, str] = {}
     for job in queued:
         assert job.id is not None
@@ -92,6 +96,10 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
             continue
         if job.retry_at is not None and job.retry_at > now:
             continue  # its wait reason says when it retries
+        why = not_yet(job.not_before, now) or drained
+        if why is not None:
+            reasons[job.id] = why
+            continue
         after = _after(job, dependencies)
         if after is None:
             reasons[job.id] = "waiting for the jobs it depends on to be handed to Slurm"
@@ -129,6 +137,7 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         after=after,
     )
     try:
+        launch = run_as.launch_as(books.settings, books.db, launch, job.unix_user)
         started = executor.start(launch)
     except LaunchError as exc:
         log.error("job %d: %s", job.id, exc)

@@ -3,11 +3,13 @@
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuq.contract.events import Event
+from gpuq.contract.safe_open import open_inside
 from gpuq.service.db import Database
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.running import Books
@@ -26,10 +28,10 @@ def read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     A line still being written (no newline yet) is left for the next read.
     """
     try:
-        with open(path, "rb") as f:
+        with open_inside(path, path.parent) as f:
             f.seek(offset)
             chunk = f.read(MAX_READ_BYTES)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return [], offset
     end = chunk.rfind(b"\n")
     if end < 0:
@@ -53,6 +55,7 @@ class Digest:
     values: dict[str, Any] = field(default_factory=dict)  #: the job's fields they change
     metrics: list[Metrics] = field(default_factory=list)  #: per `(epoch, step)`; step 0: epoch's
     began_training: bool = False  #: a step was reported, or the program started
+    trained: bool = False  #: a step or an epoch was reported
 
 
 def digest(events: list[dict[str, Any]]) -> Digest:
@@ -66,7 +69,7 @@ def digest(events: list[dict[str, Any]]) -> Digest:
         elif kind == Event.running:
             found.began_training = True
         elif kind in (Event.step, Event.epoch):
-            found.began_training = True
+            found.began_training = found.trained = True
             values["progress"] = event.get("progress") or {}
             recorded = event.get("metrics") or {}
             values["metrics"] = recorded
@@ -79,24 +82,32 @@ def digest(events: list[dict[str, Any]]) -> Digest:
     return found
 
 
-def ingest(db: Database, job_id: int, path: Path, offset: int) -> int:
-    """Records the events of job `job_id` written after `offset`; the offset after them.
-    No new line, no write transaction."""
+def ingest(db: Database, job_id: int, path: Path, offset: int) -> tuple[int, bool]:
+    """Records the events of job `job_id` written after `offset`; the offset after them,
+    and whether they reported training (a step or an epoch). No new line, no write
+    transaction."""
     events, end = read_events(path, offset)
     if end == offset:
-        return offset
+        return offset, False
+    found = digest(events)
     with db.write() as session:
         job = session.get(Job, job_id)
         if job is not None:
-            found = digest(events)
             values = {**found.values, "events_offset": end}
+            if job.stop_reason is not None:
+                # The scheduler's words on why it stopped the job outlast the job's own.
+                values.pop("message", None)
             writes.record_progress(
                 session, job, values, found.metrics, began_training=found.began_training
             )
-    return end
+    return end, found.trained
 
 
 def ingest_running(books: Books) -> None:
     """The step: every running job's new events."""
     for running in list(books.running.values()):
-        running.offset = ingest(books.db, running.job_id, running.run.events, running.offset)
+        running.offset, trained = ingest(
+            books.db, running.job_id, running.run.events, running.offset
+        )
+        if trained:
+            running.activity.last_step = time.monotonic()

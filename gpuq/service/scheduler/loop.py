@@ -40,7 +40,7 @@ from gpuq.service.scheduler.handover import follow, hand_over
 from gpuq.service.scheduler.ingest import ingest_running
 from gpuq.service.scheduler.lock import SchedulerLock, SchedulerLocked
 from gpuq.service.scheduler.place import Placer
-from gpuq.service.scheduler.running import Books, MemoryRecord, Running
+from gpuq.service.scheduler.running import Activity, Books, MemoryRecord, Running
 from gpuq.service.settings import Settings
 from gpuq.service.tables import Job
 
@@ -152,6 +152,8 @@ class Scheduler:
                 gpus=list(job.assigned_gpus),
                 memory=MemoryRecord(job.memory_mb, job.gpu_memory_peak_mb or 0),
                 offset=job.events_offset,
+                # Idle again only after a full GPUQ_IDLE_AFTER_S seen by this scheduler.
+                activity=Activity(exempt=job.spec.get("idle_exempt") is not None),
             )
             state = "re-adopted its live runner" if alive else "its runner is gone"
             log.info("job %d: %s after a restart", job.id, state)

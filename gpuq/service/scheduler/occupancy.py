@@ -10,7 +10,8 @@ class GpuSlot:
     index: int
     memory_total_mb: int
     foreign_mb: int = 0  #: memory held by processes gpuq did not start
-    unavailable: str | None = None  #: why nothing may be placed here (draining, quarantined)
+    #: why nothing may be placed here (draining, quarantined, drained for maintenance)
+    unavailable: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import time
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import Reason
 from gpuq.service.audit import record
+from gpuq.service.db import utcnow
 from gpuq.service.jobs import writes
 from gpuq.service.public import Preview
 from gpuq.service.scheduler import snapshot
@@ -78,13 +79,17 @@ class Placer:
         assert snap is not None  # only an idle-skipping snapshot is ever None
         inputs = snap.inputs
         inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
-        result = inputs.plan()
         ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
-        placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
+        placed = None
+        why = snapshot.not_yet(spec.not_before, utcnow()) or snap.drained
+        if why is None:
+            result = inputs.plan()
+            placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
+            why = result.waiting.get(PREVIEW_ID)
         return Preview(
             would_start=placed is not None,
             assigned_gpus=list(placed.gpu_indices) if placed else [],
             memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
-            wait_reason=result.waiting.get(PREVIEW_ID),
+            wait_reason=why,
             jobs_ahead=ahead,
         )

@@ -31,6 +31,7 @@ class QueuedJob:
     depends_on: list[int]
     held: bool
     retry_at: datetime | None
+    not_before: datetime | None
     wait_reason: str | None
     queue_position: int | None
 
@@ -48,6 +49,7 @@ class QueuedJob:
             col(Job.depends_on),
             col(Job.held),
             col(Job.retry_at),
+            col(Job.not_before),
             col(Job.wait_reason),
             col(Job.queue_position),
         ).where(col(Job.status) == JobStatus.queued)

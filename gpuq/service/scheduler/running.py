@@ -1,5 +1,6 @@
 """What the scheduler keeps in memory: each launched job, and what every step works with."""
 
+import time
 from dataclasses import dataclass, field
 
 from gpuq.contract.rundir import RunDir
@@ -20,6 +21,17 @@ class MemoryRecord:
     off_gpus: set[int] = field(default_factory=set)  #: GPUs it used without being given them
     #: GPU index → pids seen holding memory there (a dead pid's memory can linger)
     pids: dict[int, set[int]] = field(default_factory=dict)
+    held_mb: int = 0  #: what it held on its GPUs at the last sample
+
+
+@dataclass
+class Activity:
+    """Whether a running job trains (the idle rule); times on the monotonic clock."""
+
+    exempt: bool = False  #: the spec's `idle_exempt`: never idle
+    since: float = field(default_factory=time.monotonic)  #: started, or taken back
+    last_step: float = field(default_factory=time.monotonic)  #: a step or epoch reported
+    idle_since: float | None = None  #: declared idle then; None while it trains
 
 
 @dataclass
@@ -32,6 +44,7 @@ class Running:
     memory: MemoryRecord
     offset: int = 0  #: how far into `events.jsonl` has been ingested
     killed: bool = False  #: SIGKILL sent: nothing more to send
+    activity: Activity = field(default_factory=Activity)
 
 
 @dataclass

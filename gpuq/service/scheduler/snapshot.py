@@ -1,13 +1,16 @@
-"""What the scheduler knows when it plans: the queue, who claims what until when, and why
-some queued jobs cannot be considered at all (held, waiting on a retry or a dependency)."""
+"""What the scheduler knows when it plans: the queue, who claims what until when, which
+GPUs an admin drained, and why some queued jobs cannot be considered at all (held, waiting
+on a retry, a dependency or their `not_before`, or the whole box drained)."""
 
+import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlmodel import col, select
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
+from gpuq.service import maintenance
 from gpuq.service.db import Database, utcnow
 from gpuq.service.gpus.registry import GpuRegistry, unavailable
 from gpuq.service.scheduler.fairshare import Interval, decayed_usage
@@ -24,12 +27,15 @@ USAGE_HORIZON_HALF_LIVES = 20
 class Snapshot:
     queued: dict[int, QueuedJob]
     inputs: PlanInputs
-    #: queued job → why it is not even considered (hold, retry back-off, dependency)
+    #: queued job → why it is not even considered (hold, retry back-off, dependency,
+    #: not_before, the whole box drained)
     blocked: dict[int, str] = field(default_factory=dict)
     #: queued job → why it can never start (a dependency failed)
     doomed: dict[int, str] = field(default_factory=dict)
     #: every queued job id, in the order the queue is considered
     positions: list[int] = field(default_factory=list)
+    #: why nothing starts at all: the whole box is drained for maintenance
+    drained: str | None = None
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -70,9 +76,16 @@ def take(
             else {}
         )
         stored, allocations = gpus.load(session)
+        drains = {d.gpu: d for d in maintenance.drains(session)}
     foreign = gpus.foreign_mb(job_groups)
     slots = [
-        GpuSlot(g.index, g.memory_total_mb, foreign.get(g.index, 0), unavailable(g)) for g in stored
+        GpuSlot(
+            g.index,
+            g.memory_total_mb,
+            foreign.get(g.index, 0),
+            unavailable(g) or maintenance.gpu_reason(drains.get(g.index)),
+        )
+        for g in stored
     ]
     active = {j.id: j for j in recent if j.status in ACTIVE}
     ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
@@ -102,11 +115,12 @@ def take(
             running_gpus=running,
             max_gpus_running=settings.max_gpus_running,
         ),
+        drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
     )
     requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
     for job_id, job in queued.items():
         doom = failed_dependency(job, dependencies)
-        why = None if doom else _not_considered(job, dependencies, now_dt)
+        why = None if doom else _not_considered(job, dependencies, now_dt) or snapshot.drained
         if doom is not None:
             snapshot.doomed[job_id] = doom
         elif why is not None:
@@ -138,13 +152,37 @@ def failed_dependency(job: QueuedJob | Job, dependencies: dict[int | None, Job])
 def _not_considered(
     job: QueuedJob, dependencies: dict[int | None, Job], now: datetime
 ) -> str | None:
-    """Why `job` is not considered for placement now (hold, retry back-off, dependency)."""
+    """Why `job` is not considered for placement now (hold, retry back-off, not_before,
+    dependency)."""
     if job.held:
         return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
     if job.retry_at is not None and job.retry_at > now:
         return job.wait_reason or "waiting to retry"
+    early = not_yet(job.not_before, now)
+    if early is not None:
+        return early
     pending = [d for d in job.depends_on if dependencies[d].status != JobStatus.succeeded]
     if pending:
         first = dependencies[pending[0]]
         return f"waiting for job {first.id} to succeed (it is {first.status.value})"
     return None
+
+
+def not_yet(not_before: datetime | None, now: datetime) -> str | None:
+    """Why a job with this `not_before` may not start at `now`; None once it may."""
+    if not_before is None or not_before <= now:
+        return None
+    return f"not before {not_before.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ} ({_in(not_before - now)})"
+
+
+def _in(left: timedelta) -> str:
+    # Whole minutes only: a wait reason is written again whenever its words change.
+    if left.total_seconds() < 60:
+        return "in under a minute"
+    minutes = math.ceil(left.total_seconds() / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
+    return f"in {hours // 24} days"

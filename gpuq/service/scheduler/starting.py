@@ -5,14 +5,19 @@ import logging
 
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.spec import JobSpec
+from gpuq.service import run_as
 from gpuq.service.db import utcnow
 from gpuq.service.executors import Launch, LaunchError
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.placement import Placement
-from gpuq.service.scheduler.running import Books, MemoryRecord, Running
+from gpuq.service.scheduler.running import Activity, Books, MemoryRecord, Running
 from gpuq.service.tables import Job
 
 log = logging.getLogger(__name__)
+
+#: no training step is taken for hung sooner (a big model's first epoch ends with a
+#: validation pass that compiles its own function)
+MIN_STEP_TIMEOUT_S = 120.0
 
 
 def device_plan(
@@ -66,8 +71,16 @@ def start_job(books: Books, job: Job, placement: Placement) -> None:
         headroom_mb=books.settings.gpu_headroom_mb,
         gpu_total_mb=min((totals[i] for i in indices), default=0),
     )
-    launch = Launch(job.id, attempt, spec, devices, resume_from=job.attempt or None)
+    launch = Launch(
+        job.id,
+        attempt,
+        spec,
+        devices,
+        resume_from=job.attempt or None,
+        step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
+    )
     try:
+        launch = run_as.launch_as(books.settings, books.db, launch, job.unix_user)
         started = books.executor.start(launch)
     except LaunchError as exc:
         log.error("job %d: %s", job.id, exc)
@@ -79,7 +92,11 @@ def start_job(books: Books, job: Job, placement: Placement) -> None:
             session, job.id, books.executor.name, started.executor_job_id, started.runner_pid
         )
     books.running[job.id] = Running(
-        job.id, books.executor.run_dir(job.id, attempt), indices, MemoryRecord(placement.memory_mb)
+        job.id,
+        books.executor.run_dir(job.id, attempt),
+        indices,
+        MemoryRecord(placement.memory_mb),
+        activity=Activity(exempt=spec.idle_exempt is not None),
     )
     log.info(
         "job %d: attempt %d started on GPUs %s by the %s executor (runner pid %s)",

@@ -58,8 +58,8 @@ def test_events_set_progress_metrics_and_running(db, tmp_path):
     ]
     path = tmp_path / "events.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in batch))
-    offset = ingest(db, job.id, path, 0)
-    assert offset == path.stat().st_size
+    offset, trained = ingest(db, job.id, path, 0)
+    assert offset == path.stat().st_size and trained
     job = jobs.get_job(db, job.id)
     assert job.status == JobStatus.running
     assert job.num_replicas == 2

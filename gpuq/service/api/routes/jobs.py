@@ -14,6 +14,7 @@ from gpuq.service.api.errors import documented
 from gpuq.service.job_changes import wait_for_change
 from gpuq.service.logs import follow_log, read_log
 from gpuq.service.public import JobPage, JobPublic, MetricHistory, Preview
+from gpuq.service.webhooks.privacy import as_seen_by
 
 NEXT_OFFSET = "X-Next-Offset"
 
@@ -77,7 +78,8 @@ def list_jobs(
     page, next_cursor = jobs.list_jobs(
         service.db, statuses=status, owner=owner, limit=limit, cursor=cursor
     )
-    return JobPage(jobs=[JobPublic.of(j) for j in page], next_cursor=next_cursor)
+    shown = [as_seen_by(caller, JobPublic.of(j)) for j in page]
+    return JobPage(jobs=shown, next_cursor=next_cursor)
 
 
 @router.get("/{job_id}")
@@ -106,8 +108,10 @@ async def get_job(
 ) -> JobPublic:
     """One job: state, reason, GPUs, progress, latest metrics. With `wait_s`, a long poll."""
     if wait_s is None:
-        return JobPublic.of(jobs.read_job(service.db, job_id))  # one row: no thread hop
-    return JobPublic.of(await wait_for_change(service.db, job_id, since, wait_s))
+        job = JobPublic.of(jobs.read_job(service.db, job_id))  # one row: no thread hop
+    else:
+        job = JobPublic.of(await wait_for_change(service.db, job_id, since, wait_s))
+    return as_seen_by(caller, job)
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
@@ -166,9 +170,11 @@ def job_logs(
 ) -> Response:
     """The current attempt's output (stdout and stderr) as text/plain."""
     media_type = "text/plain; charset=utf-8"
-    path = service.log_path(job_id)  # 404 before any stream starts
+    path = service.log_path(job_id, caller)  # 404 before any stream starts
     if follow:
-        stream = follow_log(lambda: service.log_path(job_id), lambda: service.ended(job_id), offset)
+        stream = follow_log(
+            lambda: service.log_path(job_id, caller), lambda: service.ended(job_id), offset
+        )
         return StreamingResponse(stream, media_type=media_type)
     body, end = read_log(path, offset=offset, tail=tail) if path else (b"", 0)
     return Response(body, media_type=media_type, headers={NEXT_OFFSET: str(end)})

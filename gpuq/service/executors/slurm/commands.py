@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuq.contract.account import Account
 from gpuq.contract.spec import JobSpec, SlurmOptions
 from gpuq.service.executors.base import Node
 
@@ -61,8 +62,10 @@ def sbatch_argv(
     held: bool,
     after: Sequence[str],
     extra: str,
+    run_as: Account | None = None,
 ) -> list[str]:
-    """`sbatch --parsable ...` for one attempt of a gpuq job."""
+    """`sbatch --parsable ...` for one attempt of a gpuq job; `run_as`: submitted by root
+    for that account (GPUQ_RUN_AS=owner), so Slurm runs and accounts the job as its owner."""
     argv = [
         "sbatch",
         "--parsable",
@@ -85,6 +88,8 @@ def sbatch_argv(
         argv.append(f"--signal=B:TERM@{max(1, math.ceil(grace_s))}")
     # Partition, account, QOS, constraint: whichever are set.
     argv.extend(f"--{key}={value}" for key, value in where.model_dump(exclude_none=True).items())
+    if run_as is not None:
+        argv.extend([f"--uid={run_as.uid}", f"--gid={run_as.gid}"])
     if held:
         argv.append("--hold")
     if after:

@@ -133,6 +133,7 @@ class SlurmExecutor:
             held=launch.held,
             after=launch.after,
             extra=self.settings.slurm_sbatch_args,
+            run_as=launch.run_as,
         )
         try:
             slurm_id = commands.parse_sbatch(commands.run(argv, env))

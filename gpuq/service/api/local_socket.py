@@ -1,0 +1,78 @@
+"""The local socket: `gpuq serve` also listens on a Unix socket (GPUQ_SOCKET), where the
+kernel says which account connects (`SO_PEERCRED`). A request there acts as the gpuq user
+bound to that account, with no token (`users.authenticate_peer`).
+
+Uvicorn hands the ASGI app no socket, so the HTTP protocol is wrapped: on a Unix
+connection it puts the peer's uid into every request's scope, under `PEER_UID`. Nothing a
+client sends can put it there.
+"""
+
+import asyncio
+import contextlib
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+PEER_UID = "gpuq.peer_uid"
+#: anyone on the box may connect; who they are is the kernel's word, checked per request
+SOCKET_MODE = 0o666
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket, as the kernel recorded it
+    when it connected."""
+    _pid, uid, _gid = _UCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    )
+    return uid
+
+
+class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+    """Uvicorn's HTTP protocol, telling the app who is on the other end of a Unix socket."""
+
+    app: Any  #: the ASGI app, set by uvicorn's protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family == socket.AF_UNIX:
+            uid, app = peer_uid(sock), self.app
+
+            async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+                scope[PEER_UID] = uid
+                await app(scope, receive, send)
+
+            self.app = with_peer
+        super().connection_made(transport)
+
+
+def bind(path: Path) -> socket.socket:
+    """A listening Unix socket at `path` that every local account may connect to; a stale
+    socket file left by a crash is replaced, a live one or any other file is not."""
+    if path.is_socket():
+        if _answers(path):
+            raise OSError(f"{path} is in use by another gpuq serve")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+        os.chmod(path, SOCKET_MODE)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True

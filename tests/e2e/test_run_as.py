@@ -1,0 +1,246 @@
+"""Jobs run as their owners (GPUQ_RUN_AS=owner): real Unix accounts, real `setresuid`.
+
+The accounts are throwaway (`tests.accounts`): ana's job must run with ana's uid, groups,
+HOME and umask; its run directory is hers alone, so bob cannot read it, while gpuq (root)
+still serves her logs and files to her token.
+"""
+
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuq.service import users
+from gpuq.service.db import Database
+from gpuq.service.migrate import upgrade
+from gpuq.service.settings import Settings
+from tests.accounts import ANA, BOB, Accounts, as_user, throwaway_accounts
+from tests.conftest import TINY_KERAS, serving, wait_for
+from tests.e2e.server import Server
+
+#: What a job prints about who it runs as; then it leaves a file among its artifacts.
+WHOAMI = """
+import json, os
+os.umask(os.umask(0))
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+    "groups": sorted(os.getgroups()), "home": os.environ["HOME"], "user": os.environ["USER"],
+    "umask": os.umask(0o077)}))
+open(os.path.join(os.environ["GPUQ_ARTIFACTS_DIR"], "note.txt"), "w").write("ana's")
+"""
+
+
+@pytest.fixture(scope="module")
+def accounts() -> Iterator[Accounts]:
+    with throwaway_accounts() as made:
+        yield made
+
+
+def owner_settings(settings: Settings, accounts: Accounts, name: str) -> Settings:
+    # GPUQ_HOME where every account may pass through (tmp_path is root's alone).
+    return settings.model_copy(
+        update={"home": accounts.scratch / name, "run_as": "owner", "allow_root_jobs": False}
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def team(settings: Settings, accounts: Accounts, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Owner-mode settings and tokens: ana and bob bound to their accounts, eve to none."""
+    owned = owner_settings(settings, accounts, request.node.name[:40])
+    owned.home.mkdir()
+    db = Database.open(owned.db_url)
+    upgrade(db)
+    tokens = {
+        "admin": users.add_user(db, "admin", admin=True),
+        "ana": users.add_user(db, "ana", unix_user=ANA),
+        "bob": users.add_user(db, "bob", unix_user=BOB),
+        "eve": users.add_user(db, "eve"),
+    }
+    db.dispose()
+    return {"settings": owned, "tokens": tokens}
+
+
+def command(code: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "who",
+        "kind": "command",
+        "command": {"argv": [sys.executable, "-c", code], **extra},
+        "resources": {"gpus": 1},
+    }
+
+
+def test_a_job_runs_as_its_owner_and_its_files_are_hers_alone(team, accounts):
+    tokens = team["tokens"]
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(tokens["admin"]))  # for `wait_for`
+        submitted = client.post("/v1/jobs", json=command(WHOAMI), headers=bearer(tokens["ana"]))
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        job = wait_for(client, job_id, lambda j: j["status"] in {"succeeded", "failed"})
+        assert job["status"] == "succeeded", job
+        assert job["unix_user"] == ANA
+        log = client.get(f"/v1/jobs/{job_id}/logs", headers=bearer(tokens["ana"]))
+        assert log.status_code == 200
+        seen = json.loads(log.text.strip().splitlines()[-1])
+        ana = accounts.ana
+        assert seen["uid"] == seen["euid"] == ana.pw_uid and seen["gid"] == ana.pw_gid
+        assert accounts.team_gid in seen["groups"] and 0 not in seen["groups"]
+        assert (seen["home"], seen["user"], seen["umask"]) == (ana.pw_dir, ANA, 0o077)
+
+        note = client.get(f"/v1/jobs/{job_id}/artifacts/note.txt", headers=bearer(tokens["ana"]))
+        assert note.status_code == 200 and note.text == "ana's"
+        # Others' tokens get neither (the files are hers, as on disk); admins do.
+        for path in (f"/v1/jobs/{job_id}/logs", f"/v1/jobs/{job_id}/artifacts/note.txt"):
+            assert client.get(path, headers=bearer(tokens["bob"])).status_code == 403
+            assert client.get(path, headers=bearer(tokens["admin"])).status_code == 200
+
+    run = team["settings"].runs_dir / str(job_id) / "1"
+    for path in (run, run / "output.log", run / "artifacts" / "note.txt", run / "spec.json"):
+        info = path.stat()
+        assert (info.st_uid, info.st_gid) == (ana.pw_uid, ana.pw_gid), path
+        assert stat.S_IMODE(info.st_mode) & 0o077 == 0, (path, oct(info.st_mode))
+    peek = as_user(BOB, "cat", str(run / "output.log"))
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr
+    assert as_user(ANA, "cat", str(run / "artifacts" / "note.txt")).stdout == "ana's"
+
+
+def test_a_builtin_job_trains_as_its_owner_on_her_own_data(team, accounts):
+    data = Path(accounts.ana.pw_dir) / "data.csv"
+    data.write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(64)))
+    os.chown(data, accounts.ana.pw_uid, accounts.ana.pw_gid)
+    data.chmod(0o600)  # hers alone: gpuq checks it as her, and the job reads it as her
+    keras = {**TINY_KERAS, "data": {"source": "csv", "path": str(data), "label": "y"}}
+    spec = {"name": "csv", "keras": keras, "resources": {"gpus": 1}}
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(team["tokens"]["admin"]))  # for `wait_for`
+        submitted = client.post("/v1/jobs", json=spec, headers=bearer(team["tokens"]["ana"]))
+        assert submitted.status_code == 201, submitted.text
+        job = wait_for(
+            client,
+            submitted.json()["id"],
+            lambda j: j["status"] != "queued" and j["status"] not in {"starting", "running"},
+            timeout_s=180,
+        )
+        assert job["status"] == "succeeded", job
+        # bob may not name ana's file: checked with his rights, not gpuq's.
+        refused = client.post("/v1/jobs", json=spec, headers=bearer(team["tokens"]["bob"]))
+    assert refused.status_code == 422
+    assert "is not readable by you (checked as the Unix account gpuq-test-bob" in refused.text
+    model = team["settings"].runs_dir / str(job["id"]) / "1" / "artifacts" / "model.keras"
+    assert model.stat().st_uid == accounts.ana.pw_uid
+
+
+def test_owners_without_an_account_are_refused_with_how_to_bind_them(team):
+    with serving(team["settings"]) as client:
+        response = client.post(
+            "/v1/jobs", json=command("pass"), headers=bearer(team["tokens"]["eve"])
+        )
+    assert response.status_code == 403
+    assert (
+        "GPUQ_RUN_AS=owner" in response.text and "gpuq users set eve --unix-user" in response.text
+    )
+
+
+def test_run_as_owner_needs_root_and_says_so(accounts):
+    home = accounts.scratch / "ana-serves"
+    home.mkdir()
+    os.chown(home, accounts.ana.pw_uid, accounts.ana.pw_gid)
+    done = as_user(
+        ANA,
+        sys.executable,
+        "-m",
+        "gpuq.service.cli.main",
+        "serve",
+        env={"GPUQ_HOME": str(home), "GPUQ_RUN_AS": "owner", "GPUQ_GPUS": "sim:1"},
+    )
+    assert done.returncode == 1
+    assert "GPUQ_RUN_AS=owner needs gpuq to run as root" in done.stderr
+    assert "runs as gpuq-test-ana" in done.stderr
+
+
+def test_a_hostile_member_can_name_nothing_she_could_not_open_herself(team, accounts):
+    """Owner mode's walk: every path judged with ana's own rights, and no refusal quotes a
+    file. (tests/e2e/test_hostile_paths.py walks the other modes.)"""
+    tokens = team["tokens"]
+    trap = Path(accounts.ana.pw_dir) / "innocent.csv"
+    trap.symlink_to("/etc/shadow")
+    shadow_start = Path("/etc/shadow").read_text()[:12]
+
+    def csv(path: str) -> dict[str, Any]:
+        keras = {**TINY_KERAS, "data": {"source": "csv", "path": path, "label": "y"}}
+        return {"name": "csv", "keras": keras, "resources": {"gpus": 1}}
+
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(tokens["admin"]))
+        bobs = client.post("/v1/jobs", json=command(WHOAMI), headers=bearer(tokens["bob"]))
+        wait_for(client, bobs.json()["id"], lambda j: j["status"] == "succeeded")
+        bobs_log = team["settings"].runs_dir / str(bobs.json()["id"]) / "1" / "output.log"
+        attempts = {
+            "/etc/shadow": "is not readable by you",
+            str(trap): "is not readable by you",
+            str(bobs_log): "cannot be reached",
+            f"{accounts.ana.pw_dir}/../../etc/shadow": "'..' segments",
+        }
+        for path, words in attempts.items():
+            response = client.post("/v1/jobs", json=csv(path), headers=bearer(tokens["ana"]))
+            assert response.status_code == 422, (path, response.text)
+            assert words in response.text and shadow_start not in response.text, response.text
+        # Her own program in a folder she cannot enter: refused the same way.
+        Path(accounts.bob.pw_dir).chmod(0o700)
+        hidden = command(WHOAMI, workdir=accounts.bob.pw_dir)
+        response = client.post("/v1/jobs", json=hidden, headers=bearer(tokens["ana"]))
+    assert response.status_code == 422 and "you cannot enter" in response.text
+
+
+def test_local_users_log_in_on_the_socket_by_who_they_are(accounts):
+    home = accounts.scratch / "sock"  # short: a socket's path has at most 107 bytes
+    server = Server(home)
+    server.env.update(GPUQ_RUN_AS="owner")
+    server.env.pop("GPUQ_ALLOW_ROOT_JOBS")
+    spec = accounts.scratch / "spec.json"
+    spec.write_text(json.dumps({**command("pass"), "resources": {"gpus": 0}}))
+    spec.chmod(0o644)
+    cli = [sys.executable, "-m", "gpuq.service.cli.main"]
+    socket_env = {"GPUQ_SOCKET": str(home / "gpuq.sock")}  # and no GPUQ_URL, no token
+    server.start()
+    try:
+        assert stat.S_IMODE((home / "gpuq.sock").stat().st_mode) == 0o666
+        # Open mode: the account's own name, acting for itself.
+        done = as_user(ANA, *cli, "submit", str(spec), "--json", env=socket_env)
+        assert done.returncode == 0, done.stderr
+        first = json.loads(done.stdout)
+        assert (first["owner"], first["unix_user"]) == (ANA, ANA)
+
+        admin = server.cli("users", "add", "root", "--admin").splitlines()[-1]
+        server.cli("users", "add", "ana", "--unix-user", ANA)
+        server.env["GPUQ_TOKEN"] = admin
+        done = as_user(ANA, *cli, "submit", str(spec), "--json", env=socket_env)
+        assert done.returncode == 0, done.stderr
+        job = json.loads(done.stdout)
+        assert (job["owner"], job["unix_user"]) == ("ana", ANA)
+        assert server.wait(job["id"], {"succeeded", "failed"})["status"] == "succeeded"
+        mine = as_user(ANA, *cli, "ls", "--json", env=socket_env)
+        assert mine.returncode == 0 and '"owner": "ana"' in mine.stdout
+
+        # bob's account is bound to no gpuq user: refused, and told how to fix it.
+        done = as_user(BOB, *cli, "submit", str(spec), env=socket_env)
+        assert done.returncode == 1
+        assert f"the Unix account '{BOB}'" in done.stderr and "bound to no gpuq user" in done.stderr
+        # Over TCP, a token is still needed.
+        tcp = as_user(ANA, *cli, "ls", env={"GPUQ_URL": server.url})
+        assert tcp.returncode == 1 and "401" in tcp.stderr
+        # A socket file left behind by a stopped server does not stop the next one.
+        server.kill()
+        server.start()
+        again = as_user(ANA, *cli, "ls", "--json", env=socket_env)
+        assert again.returncode == 0, again.stderr
+    finally:
+        server.kill()
