@@ -107,6 +107,9 @@ def test_a_job_runs_as_its_owner_and_its_files_are_hers_alone(team, accounts):
         info = path.stat()
         assert (info.st_uid, info.st_gid) == (ana.pw_uid, ana.pw_gid), path
         assert stat.S_IMODE(info.st_mode) & 0o077 == 0, (path, oct(info.st_mode))
+    # The job's folder stays gpuq's: ana cannot swap her attempt's folder for a link.
+    assert (run.parent.stat().st_uid, stat.S_IMODE(run.parent.stat().st_mode)) == (0, 0o711)
+    assert as_user(ANA, "mv", str(run), f"{run}.moved").returncode != 0
     peek = as_user(BOB, "cat", str(run / "output.log"))
     assert peek.returncode != 0 and "Permission denied" in peek.stderr
     assert as_user(ANA, "cat", str(run / "artifacts" / "note.txt")).stdout == "ana's"

@@ -30,14 +30,21 @@ def prepare_run(runs_dir: Path, launch: Launch) -> tuple[RunDir, dict[str, str]]
     run.create()
     if launch.resume_from is not None:
         previous = RunDir.of(runs_dir, launch.job_id, launch.resume_from)
-        if previous.checkpoints.is_dir():
-            shutil.copytree(previous.checkpoints, run.checkpoints, dirs_exist_ok=True)
+        # The job's own processes could have made the folder, or links in it, point
+        # anywhere: a link is copied as a link, never followed.
+        if previous.checkpoints.is_dir() and not previous.checkpoints.is_symlink():
+            shutil.copytree(
+                previous.checkpoints, run.checkpoints, symlinks=True, dirs_exist_ok=True
+            )
     # Not durable: after a power cut the attempt is over whatever this file says.
     write_json_atomic(run.spec, runspec.model_dump(mode="json"), durable=False)
     run.log.touch()
     env = runner_environment(os.environ, runspec, run)
     if launch.run_as is not None:
-        give_to(launch.run_as, run.path.parent)
+        # The job's folder stays gpuq's (so the owner cannot swap an attempt's folder for a
+        # link); each attempt's folder is the owner's alone.
+        run.path.parent.chmod(0o711)
+        give_to(launch.run_as, run.path)
         env = {k: v for k, v in env.items() if not k.startswith(NOT_INHERITED)}
         env.update(launch.run_as.environment())
     return run, env
