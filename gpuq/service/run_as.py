@@ -7,7 +7,7 @@
 """
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpuq.contract.account import Account
 from gpuq.contract.spec import JobSpec
@@ -72,15 +72,24 @@ def account_for(settings: Settings, caller: Caller) -> Account | None:
             f"{caller.name} is bound to none: an admin runs `gpuq users set {caller.name} "
             "--unix-user LOGIN`, or submit over the local socket as yourself"
         )
-    account = accounts.lookup(caller.unix_user)
+    account, problem = job_account(caller.unix_user)
     if account is None:
         raise Forbidden(
-            f"{caller.name}'s Unix account {caller.unix_user!r} does not exist on this box; an "
-            f"admin binds another with `gpuq users set {caller.name} --unix-user LOGIN`"
+            f"{caller.name} cannot run jobs: {problem}; an admin binds another account with "
+            f"`gpuq users set {caller.name} --unix-user LOGIN`"
         )
-    if account.uid == 0:
-        raise Forbidden(f"{caller.name} is bound to {caller.unix_user!r}, a root account")
     return account
+
+
+def job_account(login: str) -> tuple[Account | None, str]:
+    """The account `login`, fit to run jobs (it exists and is not root); else None and
+    why not. Asked at submit, and again when the job starts."""
+    account = accounts.lookup(login)
+    if account is None:
+        return None, f"the Unix account {login!r} does not exist on this box"
+    if account.uid == 0:
+        return None, f"{login!r} is a root account"
+    return account, ""
 
 
 def check_spec(settings: Settings, spec: JobSpec) -> None:
@@ -107,36 +116,21 @@ def path_rules(settings: Settings, account: Account | None, *, has_users: bool) 
     return PathRules()
 
 
-@dataclass(frozen=True)
-class Identity:
-    """Who an attempt runs as, and where its data must lie."""
-
-    account: Account | None  #: None: gpuq's own account
-    data_roots: tuple[str, ...] | None  #: None: anywhere the job can read
-
-
-def identity_at_start(settings: Settings, unix_user: str | None, *, has_users: bool) -> Identity:
-    """The identity a job starts with; `LaunchRefused` if its owner's account is gone."""
-    if settings.run_as == "owner":
-        account = accounts.lookup(unix_user) if unix_user else None
-        if account is None or account.uid == 0:
-            what = (
-                f"the Unix account {unix_user!r} no longer exists"
-                if unix_user
-                else ("its owner was bound to no Unix account when it was submitted")
-            )
-            raise LaunchRefused(f"cannot run as its owner (GPUQ_RUN_AS=owner): {what}")
-        return Identity(account, None)
-    if has_users:
-        return Identity(None, tuple(str(r) for r in settings.data_roots))
-    return Identity(None, None)
-
-
 class LaunchRefused(LaunchError):
     """A placed job cannot start as whom it must run as."""
 
 
 def launch_as(settings: Settings, db: Database, launch: Launch, unix_user: str | None) -> Launch:
-    """`launch`, with whom it runs as and where its data must lie."""
-    who = identity_at_start(settings, unix_user, has_users=users.has_users(db))
-    return replace(launch, run_as=who.account, data_roots=who.data_roots)
+    """`launch`, with whom it runs as (GPUQ_RUN_AS=owner) or where its data must lie (users,
+    jobs as gpuq's account); `LaunchRefused` if its owner's account is gone."""
+    if settings.run_as == "owner":
+        if unix_user is None:
+            account, problem = None, "its owner was bound to no Unix account at submit"
+        else:
+            account, problem = job_account(unix_user)
+        if account is None:
+            raise LaunchRefused(f"cannot run as its owner (GPUQ_RUN_AS=owner): {problem}")
+        return replace(launch, run_as=account)
+    if users.has_users(db):
+        return replace(launch, data_roots=tuple(str(r) for r in settings.data_roots))
+    return launch

@@ -146,7 +146,7 @@ class Service:
         """The job, if `caller` may read its files: under GPUQ_RUN_AS=owner they are its
         owner's alone (and admins'), as on disk; elsewhere the team's."""
         job = jobs.get_job(self.db, job_id)
-        if self.settings.run_as == "owner" and not caller.admin and caller.name != job.owner:
+        if self.settings.run_as == "owner" and not caller.manages(job.owner):
             raise Forbidden(f"job {job_id}'s files are {job.owner}'s (GPUQ_RUN_AS=owner)")
         return job
 

@@ -27,6 +27,11 @@ class Caller:
     #: the Unix account their jobs run as under GPUQ_RUN_AS=owner; None: not bound
     unix_user: str | None = None
 
+    def manages(self, owner: str) -> bool:
+        """Whether they may act on, and see everything of, `owner`'s jobs: theirs, or an
+        admin's right."""
+        return self.admin or self.name == owner
+
 
 #: Every caller while no user exists (open mode, loopback only).
 OPEN = Caller(name="anonymous", admin=True)

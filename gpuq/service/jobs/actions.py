@@ -14,7 +14,7 @@ from gpuq.service.users import Caller
 
 
 def _authorize(job: Job, caller: Caller) -> None:
-    if not caller.admin and job.owner != caller.name:
+    if not caller.manages(job.owner):
         raise Forbidden(
             f"job {job.id} belongs to {job.owner}; only its owner or an admin may change it"
         )

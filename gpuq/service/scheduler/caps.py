@@ -32,8 +32,11 @@ class CapGuard:
         if not groups:
             return
         self._last_sample = now
-        usages = usage_by_job(books.gpus.readings().values(), groups)
+        readings = books.gpus.readings()
+        usages = usage_by_job(readings.values(), groups)
         for job_id, running in books.running.items():
+            busy = [readings[i].utilization_pct for i in running.gpus if i in readings]
+            running.memory.util_pct = max((u for u in busy if u is not None), default=None)
             mine = [u for u in usages if u.job_id == job_id]
             for u in mine:
                 running.memory.pids.setdefault(u.gpu_index, set()).update(u.pids)

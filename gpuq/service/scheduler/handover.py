@@ -14,14 +14,14 @@ from sqlmodel import col, or_, select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
-from gpuq.service import maintenance, run_as
+from gpuq.service import maintenance
 from gpuq.service.audit import record
 from gpuq.service.db import utcnow
-from gpuq.service.executors import Launch, LaunchError, QueueingExecutor
+from gpuq.service.executors import QueueingExecutor
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.running import Books, MemoryRecord, Running
 from gpuq.service.scheduler.snapshot import failed_dependency, not_yet
-from gpuq.service.scheduler.starting import device_plan
+from gpuq.service.scheduler.starting import device_plan, launch
 from gpuq.service.tables import Job
 from gpuq.service.users import SCHEDULER
 
@@ -126,23 +126,10 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         headroom_mb=books.settings.gpu_headroom_mb,
         gpu_total_mb=0,
     )
-    launch = Launch(
-        job.id,
-        attempt,
-        spec,
-        devices,
-        resume_from=job.attempt or None,
-        priority=job.priority,
-        held=job.held,
-        after=after,
+    started = launch(
+        books, executor, job, spec, devices, priority=job.priority, held=job.held, after=after
     )
-    try:
-        launch = run_as.launch_as(books.settings, books.db, launch, job.unix_user)
-        started = executor.start(launch)
-    except LaunchError as exc:
-        log.error("job %d: %s", job.id, exc)
-        with books.db.write() as session:
-            writes.fail_launch(session, job.id, str(exc))
+    if started is None:
         return False
     with books.db.write() as session:
         handed = writes.record_handover(

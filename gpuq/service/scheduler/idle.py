@@ -39,26 +39,18 @@ def check_idle(books: Books) -> None:
         quiet = now - activity.last_step
         if now - activity.since < settings.idle_grace_s or quiet < settings.idle_after_s:
             continue
-        busy = _gpus_busy(books, running)
-        if busy is not None:
-            continue
-        _declare_idle(books, running, quiet)
+        if not _gpus_busy(books, running):
+            _declare_idle(books, running, quiet)
 
 
-def _gpus_busy(books: Books, running: Running) -> str | None:
-    """Why NVML says the job is not idle (no memory held, a GPU busy); None where it agrees
-    or cannot say (simulated GPUs)."""
+def _gpus_busy(books: Books, running: Running) -> bool:
+    """Whether NVML's last sample (`caps`) says the job is not idle: it holds no memory on
+    its GPUs, or one of them is busy. False on simulated GPUs, where steps alone decide."""
     if books.gpus.inventory.probe is None:
-        return None
-    if running.memory.held_mb <= 0:
-        return "holds no GPU memory"
-    readings = books.gpus.readings()
-    for index in running.gpus:
-        reading = readings.get(index)
-        util = reading.utilization_pct if reading else None
-        if util is not None and util >= books.settings.idle_util_pct:
-            return f"GPU {index} is {util}% busy"
-    return None
+        return False
+    memory = running.memory
+    busy = memory.util_pct is not None and memory.util_pct >= books.settings.idle_util_pct
+    return memory.held_mb <= 0 or busy
 
 
 def _idle_words(running: Running, quiet_s: float) -> str:

@@ -22,6 +22,7 @@ class MemoryRecord:
     #: GPU index → pids seen holding memory there (a dead pid's memory can linger)
     pids: dict[int, set[int]] = field(default_factory=dict)
     held_mb: int = 0  #: what it held on its GPUs at the last sample
+    util_pct: int | None = None  #: its busiest GPU's utilisation then (None: unknown)
 
 
 @dataclass

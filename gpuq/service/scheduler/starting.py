@@ -2,12 +2,13 @@
 the executor."""
 
 import logging
+from typing import Any
 
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.spec import JobSpec
 from gpuq.service import run_as
 from gpuq.service.db import utcnow
-from gpuq.service.executors import Launch, LaunchError
+from gpuq.service.executors import Executor, Launch, LaunchError, Started
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.placement import Placement
 from gpuq.service.scheduler.running import Activity, Books, MemoryRecord, Running
@@ -50,6 +51,31 @@ def device_plan(
     )
 
 
+def launch(
+    books: Books, executor: Executor, job: Job, spec: JobSpec, devices: DevicePlan, **queueing: Any
+) -> Started | None:
+    """Hands `job`'s next attempt to `executor`, as whom it runs as and with a builtin
+    job's step timeout; None if it could not start (the job then fails, `launch_error`).
+    `queueing`: what a queueing executor orders and holds it by (`Launch`'s fields)."""
+    assert job.id is not None
+    attempt = Launch(
+        job.id,
+        job.attempt + 1,
+        spec,
+        devices,
+        resume_from=job.attempt or None,
+        step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
+        **queueing,
+    )
+    try:
+        return executor.start(run_as.launch_as(books.settings, books.db, attempt, job.unix_user))
+    except LaunchError as exc:
+        log.error("job %d: %s", job.id, exc)
+        with books.db.write() as session:
+            writes.fail_launch(session, job.id, str(exc))
+        return None
+
+
 def start_job(books: Books, job: Job, placement: Placement) -> None:
     """Claims `job` (if it is still queued) on the placement's GPUs and starts it."""
     assert job.id is not None
@@ -71,21 +97,8 @@ def start_job(books: Books, job: Job, placement: Placement) -> None:
         headroom_mb=books.settings.gpu_headroom_mb,
         gpu_total_mb=min((totals[i] for i in indices), default=0),
     )
-    launch = Launch(
-        job.id,
-        attempt,
-        spec,
-        devices,
-        resume_from=job.attempt or None,
-        step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
-    )
-    try:
-        launch = run_as.launch_as(books.settings, books.db, launch, job.unix_user)
-        started = books.executor.start(launch)
-    except LaunchError as exc:
-        log.error("job %d: %s", job.id, exc)
-        with books.db.write() as session:
-            writes.fail_launch(session, job.id, str(exc))
+    started = launch(books, books.executor, job, spec, devices)
+    if started is None:
         return
     with books.db.write() as session:
         writes.record_launch(

@@ -6,7 +6,7 @@ from gpuq.service.users import Caller
 
 def as_seen_by(caller: Caller, job: JobPublic) -> JobPublic:
     """`job` with `spec.webhook` blanked unless `caller` owns it or is an admin."""
-    if job.spec.webhook is None or caller.admin or caller.name == job.owner:
+    if job.spec.webhook is None or caller.manages(job.owner):
         return job
     spec = job.spec.model_copy(update={"webhook": None})
     return job.model_copy(update={"spec": spec})

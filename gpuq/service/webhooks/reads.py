@@ -18,7 +18,7 @@ def job_deliveries(db: Database, job_id: int, caller: Caller) -> list[WebhookDel
         job = session.get(Job, job_id)
         if job is None:
             raise NotFound(f"job {job_id} not found")
-        if not caller.admin and job.owner != caller.name:
+        if not caller.manages(job.owner):
             raise Forbidden(
                 f"job {job_id} belongs to {job.owner}; only its owner or an admin may see its "
                 "webhook deliveries"
