@@ -87,6 +87,9 @@ def settings(tmp_path: Path, database_url: str | None) -> Settings:
         # The suite runs as root (it installs and starts Slurm, PostgreSQL...): command jobs
         # run as root as on a single-user box; tests/e2e/test_run_as.py covers the rest.
         allow_root_jobs=True,
+        # A warm worker imports TensorFlow (seconds of CPU) as each service opens: only the
+        # tests of warm workers (tests/e2e/test_warm_workers.py) ask for one.
+        warm_workers=0,
     )
 
 

@@ -19,3 +19,12 @@ def process_group(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The process's resident memory (from /proc), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return None

@@ -40,6 +40,12 @@ def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str
     return env
 
 
+def warm_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """What a warm training process imports TensorFlow in: a job's environment with no GPU
+    given yet (its job's environment replaces it before any device is touched)."""
+    return device_environment(base, DevicePlan.cpu())
+
+
 def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -> dict[str, str]:
     """The runner's environment: the job's view of its GPUs, plus its folders."""
     env = device_environment(base, run.devices)

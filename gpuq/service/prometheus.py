@@ -10,9 +10,11 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func
 from sqlmodel import col, select
 
+from gpuq.contract.processes import resident_bytes
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
 from gpuq.service.db import utcnow
 from gpuq.service.errors import Unavailable
+from gpuq.service.executors import LocalExecutor
 from gpuq.service.public import GpuNodePublic, GpuPublic
 from gpuq.service.runtime import Service
 from gpuq.service.tables import Job
@@ -27,6 +29,7 @@ class GpuqCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._jobs()
         yield from self._gpus()
+        yield from self._standbys()
         if self.service.schedules:
             for histogram in self.service.scheduler.books.stats.histograms():
                 yield from histogram.collect()
@@ -130,6 +133,30 @@ class GpuqCollector(Collector):
             for name in ("free", "in_use", "draining", "quarantined"):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
+
+
+    def _standbys(self) -> Iterator[Metric]:
+        """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
+        executor = self.service.executor if self.service.schedules else None
+        if not isinstance(executor, LocalExecutor):
+            return
+        standbys = executor.standbys()
+        count = GaugeMetricFamily(
+            "gpuq_warm_workers",
+            "Training processes started ahead of need for builtin jobs: `ready` (TensorFlow "
+            "imported) or `starting`.",
+            labels=["state"],
+        )
+        ready = sum(s.worker_pid is not None for s in standbys)
+        count.add_metric(["ready"], ready)
+        count.add_metric(["starting"], len(standbys) - ready)
+        memory = GaugeMetricFamily(
+            "gpuq_warm_workers_memory_bytes",
+            "Host memory (resident) the idle warm processes and their runners hold.",
+        )
+        pids = [p for s in standbys for p in (s.runner_pid, s.worker_pid) if p is not None]
+        memory.add_metric([], sum(resident_bytes(pid) or 0 for pid in pids))
+        yield from (count, memory)
 
 
 def _nodes(nodes: list[GpuNodePublic]) -> Iterator[Metric]:

@@ -239,4 +239,4 @@ def open_executor(settings: Settings) -> Executor:
                 "install Slurm's client and set SLURM_CONF if needed"
             )
         return SlurmExecutor(settings)
-    return LocalExecutor(settings.runs_dir)
+    return LocalExecutor(settings.runs_dir, settings.warm_workers)

@@ -54,6 +54,14 @@ class Settings(BaseSettings):
         0, description="Highest priority a non-admin may give a job; admins may go higher."
     )
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
+    warm_workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Training processes kept started ahead of need for builtin jobs "
+        "(TensorFlow imported, no device touched; each holds ~0.5 GiB of host memory); "
+        "0: every job starts cold.",
+    )
     active_poll_s: float = Field(0.25, gt=0, description="Event tailing period while jobs run.")
     idle_poll_s: float = Field(2.0, gt=0, description="Safety-net wake-up when nothing runs.")
     log_level: str = "INFO"

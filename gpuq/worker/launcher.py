@@ -1,19 +1,28 @@
-"""The launcher: a pre-started parent that forks a runner per job in about a millisecond.
+"""The launcher: a pre-started parent that forks a runner per job in about a millisecond,
+and keeps warm training processes ready for builtin jobs.
 
-`gpuq serve` starts it once (`python -m gpuq.worker.launcher`) and writes one JSON line per job
-to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null}`. It forks; the child
-leaves for a session of its own, drops to the job owner's account where `run_as` names one
+`gpuq serve` starts it once (`python -m gpuq.worker.launcher [--warm N]`) and writes one
+JSON line per job to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null,
+"warm": bool}`. A `warm` request (a builtin Keras job) goes to a standby runner whose
+warm training process has already imported TensorFlow (`standby`, `warm`), when one is
+ready and its code is current; any other request forks a runner: the child leaves for a
+session of its own, drops to the job owner's account where `run_as` names one
 (GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
 `output.log` and becomes `gpuq.worker.runner` for that run directory, with everything
-already imported. The launcher answers
-`{"pid": N}` (or `{"error": "..."}`) on stdout, and `{"exited": N, "status": S}` once it
-has reaped a runner, which is how the scheduler learns that a job ended.
+already imported. The launcher answers `{"pid": N, "warm": bool}` (or `{"error": "..."}`)
+on stdout, `{"exited": N, "status": S}` once it has reaped a runner, which is how the
+scheduler learns that a job ended, and `{"pool": [...]}` whenever its standbys change.
 
-It is single-threaded (forking is safe) and uses the standard library only. When its
-stdin closes (the service stopped or died) it exits; runners carry on, adopted by init,
-and the next `gpuq serve` finds them as it always does.
+It keeps N standbys (a used one never takes a second job: a fresh one starts behind it),
+replaces one that dies while idle, backs off when they cannot start (no TensorFlow), and
+retires them all when gpuq's code or TensorFlow changes on disk. It is single-threaded
+(forking is safe: it never imports TensorFlow) and uses the standard library only. When
+its stdin closes (the service stopped or died) it ends its standbys and exits; runners
+carry on, adopted by init, and the next `gpuq serve` finds them as it always does.
 """
 
+import argparse
+import contextlib
 import json
 import os
 import selectors
@@ -24,6 +33,7 @@ from typing import Any
 
 from gpuq.contract.account import Account
 from gpuq.worker import runner
+from gpuq.worker.warm_pool import WarmPool
 
 READ_CHUNK = 65536
 
@@ -71,36 +81,55 @@ def spawn(request: dict[str, Any]) -> int:
 
 
 def reply(message: dict[str, Any]) -> None:
-    os.write(1, (json.dumps(message) + "\n").encode())
+    with contextlib.suppress(BrokenPipeError):  # the service is gone; stdin ends next
+        os.write(1, (json.dumps(message) + "\n").encode())
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gpuq.worker.launcher")
+    parser.add_argument("--warm", type=int, default=0, help="standby runners to keep ready")
+    args = parser.parse_args(argv)
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
+    pool = WarmPool(args.warm, selector, reply)
     pending = b""
     while True:
-        for key, _ in selector.select():
+        pool.top_up()
+        for key, _ in selector.select(pool.next_check_s()):
             if key.data is None:  # a request, or the service went away
                 chunk = os.read(0, READ_CHUNK)
                 if not chunk:
+                    pool.retire_all()
                     return 0
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    try:
-                        pid = spawn(json.loads(line))
-                    except (OSError, ValueError, KeyError) as exc:
-                        reply({"error": str(exc)})
-                        continue
-                    pidfd = os.pidfd_open(pid)
-                    selector.register(pidfd, selectors.EVENT_READ, pid)
-                    reply({"pid": pid})
-            else:  # a runner exited
+                    _serve(line, pool, selector)
+            elif isinstance(key.data, int):  # a runner exited
                 selector.unregister(key.fd)
                 os.close(key.fd)
                 _, status = os.waitpid(key.data, 0)
                 reply({"exited": key.data, "status": os.waitstatus_to_exitcode(status)})
+            else:
+                key.data(key)  # the pool's own: a standby's word, or its exit
+        pool.check_code()
+
+
+def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector) -> None:
+    """Starts the job a request line describes: on a warm standby if it asks for one and
+    one is ready, else on a freshly forked runner."""
+    try:
+        request = json.loads(line)
+        pid = pool.take(request) if request.get("warm") else None
+        warm = pid is not None
+        if pid is None:
+            pid = spawn(request)
+    except (OSError, ValueError, KeyError) as exc:
+        reply({"error": str(exc)})
+        return
+    selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+    reply({"pid": pid, "warm": warm})
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

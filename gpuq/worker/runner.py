@@ -1,11 +1,12 @@
 """The runner: a small parent (no TensorFlow) that outlives the training process.
 
-Run as `python -m gpuq.worker.runner RUN_DIR` in its own session. It starts the process
-that `spec.json` calls for (`launch_plan`, recorded in `launch.json`) with output to
-`output.log`, records its pid
-and start time in `runner.json`, touches `heartbeat` while it waits, and writes
-`exit.json` when training ends, so the outcome is known even if `gpuq serve` was down at
-the time. It imports the standard library only: every job's start waits for it.
+Run as `python -m gpuq.worker.runner RUN_DIR` in its own session (or forked by the
+launcher). It starts the process that `spec.json` calls for (`launch_plan`, recorded in
+`launch.json`) with output to `output.log`, or hands the job to a warm training process
+it started earlier (`standby`); it records the process's pid and start time in
+`runner.json`, touches `heartbeat` while it waits, and writes `exit.json` when training
+ends, so the outcome is known even if `gpuq serve` was down at the time. It imports the
+standard library only: every job's start waits for it.
 """
 
 import contextlib
@@ -27,13 +28,10 @@ HEARTBEAT_S = 2.0
 
 
 def main(argv: list[str]) -> int:
+    """A cold start: the runner starts the job's process itself."""
     began = time.time()
     run = RunDir(Path(argv[1]))
-    # The job's whole process group gets SIGTERM on cancel; the runner must live on to
-    # record how training ended. A handler (not SIG_IGN) is reset in the child on exec.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: None)
-    events = EventWriter(run.events)
+    survive_group_signals()
     plan = launch_plan(run, dict(os.environ))
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
@@ -53,7 +51,6 @@ def main(argv: list[str]) -> int:
                 stderr=subprocess.STDOUT,
                 process_group=0 if batch_step else None,
             )
-        spawned = time.time()
     except OSError as exc:
         exit_record = {
             "exit_code": ExitCode.launch_error.value,
@@ -63,6 +60,25 @@ def main(argv: list[str]) -> int:
         }
         write_json_atomic(run.exit, exit_record)
         return ExitCode.launch_error
+    if batch_step:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
+    return supervise(run, child, began=began, running_at_start=plan["running_at_start"])
+
+
+def survive_group_signals() -> None:
+    """The job's whole process group gets SIGTERM on cancel; the runner must live on to
+    record how training ended. A handler (not SIG_IGN) is reset in a child on exec."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+
+
+def supervise(
+    run: RunDir, child: "subprocess.Popen[bytes]", *, began: float, running_at_start: bool
+) -> int:
+    """Records the job's process in `runner.json`, touches `heartbeat` until it exits, and
+    writes `exit.json`; the runner's own exit code."""
+    events = EventWriter(run.events)
     write_json_atomic(
         run.runner,
         {
@@ -72,15 +88,12 @@ def main(argv: list[str]) -> int:
             "train_start_ticks": process_start_ticks(child.pid),
             # Wall-clock times, for start-up latency (`bench.training`).
             "runner_began_at": began,
-            "train_spawned_at": spawned,
+            "train_spawned_at": time.time(),
         },
         durable=False,  # pids mean nothing after a power cut
     )
-    if batch_step:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
     kills_before = oom_kills()
-    if plan["running_at_start"]:
+    if running_at_start:
         events.emit(Event.running, pid=child.pid)
     while True:
         run.heartbeat.touch()

@@ -35,6 +35,7 @@ class Server:
             "GPUQ_PORT": str(self.port),
             "GPUQ_URL": self.url,
             "GPUQ_ALLOW_ROOT_JOBS": "1",  # the suite runs as root, as on a single-user box
+            "GPUQ_WARM_WORKERS": "0",  # tests/e2e/test_warm_workers.py asks for them
         }
         self.proc: subprocess.Popen[bytes] | None = None
 

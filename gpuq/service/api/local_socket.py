@@ -4,7 +4,9 @@ bound to that account, with no token (`users.authenticate_peer`).
 
 Uvicorn hands the ASGI app no socket, so the HTTP protocol is wrapped: on a Unix
 connection it puts the peer's uid into every request's scope, under `PEER_UID`. Nothing a
-client sends can put it there.
+client sends can put it there. On a TCP connection it turns Nagle's algorithm off, which
+asyncio does by itself only for sockets it made: without it a response written in two parts
+waits for the client's delayed ACK (40 ms on Linux) on every reused connection.
 """
 
 import asyncio
@@ -33,7 +35,8 @@ def peer_uid(sock: socket.socket) -> int:
 
 
 class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
-    """Uvicorn's HTTP protocol, telling the app who is on the other end of a Unix socket."""
+    """Uvicorn's HTTP protocol, telling the app who is on the other end of a Unix socket
+    (and sending TCP replies at once)."""
 
     app: Any  #: the ASGI app, set by uvicorn's protocol
 
@@ -47,6 +50,8 @@ class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type
                 await app(scope, receive, send)
 
             self.app = with_peer
+        elif sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)
 
 

@@ -1,7 +1,9 @@
 """`LocalExecutor`: runs jobs on this box, each in a session of its own under a runner.
 
-Runners are forked by the pre-started launcher; if it cannot answer, a fresh
-`python -m gpuq.worker.runner` starts instead. A runner leads its job's process group and
+Runners are forked by the pre-started launcher, which also keeps `warm_workers` standby
+runners whose training processes have imported TensorFlow already: a builtin job takes one
+when it is ready. If the launcher cannot answer, a fresh `python -m gpuq.worker.runner`
+starts instead. A runner leads its job's process group and
 writes `exit.json` when the job ends, so a job outlives `gpuq serve` and is taken back
 (pid and start time must match) when the service starts again.
 """
@@ -22,7 +24,7 @@ from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import process_start_ticks
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.service.executors.base import Exit, Launch, LaunchError, Started
-from gpuq.service.executors.launcher import Launcher
+from gpuq.service.executors.launcher import Launcher, Standby
 from gpuq.service.executors.prepare import prepare_run
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,11 @@ class _Runner:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, runs_dir: Path) -> None:
+    def __init__(self, runs_dir: Path, warm_workers: int = 0) -> None:
         self.runs_dir = runs_dir
         self._on_exit: Callable[[], None] = lambda: None
         # Started by `open`, or by the first spawn where nobody opened the executor.
-        self._launcher = Launcher(lambda: self._on_exit())
+        self._launcher = Launcher(lambda: self._on_exit(), warm_workers)
         self._runners: dict[int, _Runner] = {}
 
     def open(self, on_exit: Callable[[], None]) -> None:
@@ -73,7 +75,8 @@ class LocalExecutor:
     def start(self, launch: Launch) -> Started:
         try:
             run, env = prepare_run(self.runs_dir, launch)
-            runner = self._spawn(launch.job_id, run, env, launch.run_as)
+            warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
+            runner = self._spawn(launch.job_id, run, env, launch.run_as, warm)
         except OSError as exc:
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
@@ -81,10 +84,10 @@ class LocalExecutor:
         return Started(str(runner.pid), runner.pid)
 
     def _spawn(
-        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None
+        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None, warm: bool
     ) -> _Runner:
         try:
-            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as))
+            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as, warm=warm))
         except OSError as exc:
             log.warning("job %d: %s; starting its runner directly", job_id, exc)
         who: dict[str, Any] = {}
@@ -133,6 +136,11 @@ class LocalExecutor:
         runner = self._runners.get(job_id)
         if runner is not None:
             runner.signal(sig)
+
+    def standbys(self) -> list[Standby]:
+        """The runners started ahead of need with a warm training process, as the
+        launcher last reported them."""
+        return list(self._launcher.pool)
 
     def process_groups(self) -> dict[int, int]:
         return {r.pid: r.job_id for r in list(self._runners.values()) if r.pid > 0}

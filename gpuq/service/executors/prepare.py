@@ -27,6 +27,12 @@ def prepare_run(runs_dir: Path, launch: Launch) -> tuple[RunDir, dict[str, str]]
         data_roots=None if launch.data_roots is None else list(launch.data_roots),
         step_timeout_s=launch.step_timeout_s,
     )
+    # Left by a start whose claim never committed (gpuq stopped in between, and `reconcile`
+    # ended that runner): this attempt starts afresh.
+    if run.path.is_symlink():
+        run.path.unlink()
+    elif run.path.is_dir():
+        shutil.rmtree(run.path)
     run.create()
     if launch.resume_from is not None:
         previous = RunDir.of(runs_dir, launch.job_id, launch.resume_from)

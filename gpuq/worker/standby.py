@@ -1,0 +1,128 @@
+"""A standby runner: a runner forked by the launcher ahead of need, with a warm training
+process (`gpuq.worker.warm`) as its child, waiting for one builtin job.
+
+It leads a session of its own from the start, so the warm process is in its process group
+as a cold job's training process is in its runner's: cancel, time limits and GPU memory
+attribution work alike. It talks to the launcher over a socket: it says
+`ready WORKER_PID` once the warm process has imported everything, reads the job (the
+launcher's request line), answers `taken`, and from then on is that job's runner (drops to
+the owner's account, output to `output.log`, hands the job to the warm process and
+supervises it as `runner` does a cold one). The end of the launcher's socket before a job
+(the service stopped, or retired the pool) ends both processes. Standard library only.
+"""
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuq.contract.account import Account
+from gpuq.contract.rundir import RunDir, write_json_atomic
+from gpuq.worker import runner
+from gpuq.worker.launch_plan import launch_plan
+
+WARM = (sys.executable, "-m", "gpuq.worker.warm")
+#: how far a warming process steps back for running jobs (undone when it takes a job)
+WARMING_NICENESS = 10
+
+
+def main(control: socket.socket) -> int:
+    """In the launcher's forked child; its exit code."""
+    os.setsid()
+    runner.survive_group_signals()
+    worker = subprocess.Popen(
+        WARM,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_step_back if os.geteuid() == 0 else None,
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    if worker.stdout.readline().strip() != b"ready":
+        return _end(worker, "exited while importing TensorFlow")
+    try:
+        control.sendall(f"ready {worker.pid}\n".encode())
+        request = _wait_for_job(control, worker)
+        if request is None:
+            return _end(worker, None)
+        control.sendall(b"taken\n")
+    except OSError:  # retired meanwhile
+        return _end(worker, None)
+    began = time.time()
+    # Closed as objects (not only by `closerange` below), so that no finaliser closes a
+    # file number that a file of the job has been given since.
+    control.close()
+    worker.stdout.close()
+    run = _become_runner(request, keep=worker.stdin.fileno())
+    plan = launch_plan(run, dict(os.environ))
+    if plan["argv"][1:3] != ["-m", "gpuq.worker.train"]:  # not a builtin job
+        worker.kill()
+        return runner.main(["gpuq.worker.runner", str(run.path)])
+    plan["warm_pid"] = worker.pid
+    write_json_atomic(run.launch, plan, durable=False)
+    job = {"run_dir": str(run.path), "env": dict(os.environ), "run_as": request.get("run_as")}
+    try:
+        worker.stdin.write(json.dumps(job).encode() + b"\n")
+        worker.stdin.close()
+    except OSError:  # the warm process died just now: start the job cold
+        print("gpuq: the warm training process was gone; starting a fresh one", flush=True)
+        return runner.main(["gpuq.worker.runner", str(run.path)])
+    return runner.supervise(run, worker, began=began, running_at_start=False)
+
+
+def _step_back() -> None:
+    """Runs in the warm process before it starts: importing TensorFlow (seconds of CPU)
+    yields to the jobs that run now. Only root can take the step back again."""
+    os.nice(WARMING_NICENESS)
+
+
+def _wait_for_job(control: socket.socket, worker: "subprocess.Popen[bytes]") -> Any:
+    """The launcher's request once it sends one; None if the launcher went away or the
+    warm process died first."""
+    assert worker.stdout is not None
+    pending = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(control, selectors.EVENT_READ)
+        selector.register(worker.stdout, selectors.EVENT_READ)  # readable: it died
+        while b"\n" not in pending:
+            for key, _ in selector.select():
+                chunk = control.recv(65536) if key.fileobj is control else b""
+                if not chunk:
+                    return None
+                pending += chunk
+    return json.loads(pending.split(b"\n", 1)[0])
+
+
+def _become_runner(request: dict[str, Any], keep: int) -> RunDir:
+    """What a cold runner is when the launcher forks it: the owner's account, output to
+    the job's log, its environment, its run directory; every other file closed."""
+    if request.get("run_as"):
+        Account.from_json(request["run_as"]).become()
+    run_dir = Path(request["run_dir"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(
+        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    for fd, target in ((devnull, 0), (log, 1), (log, 2)):
+        os.dup2(fd, target)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(run_dir)
+    return RunDir(run_dir)
+
+
+def _end(worker: "subprocess.Popen[bytes]", why: str | None) -> int:
+    """Ends the warm process (it never got a job); the standby's exit code."""
+    worker.kill()
+    code = worker.wait()
+    if why is None:
+        return 0
+    print(f"gpuq: a warm training process {why} (exit {code})", file=sys.stderr, flush=True)
+    return 1
