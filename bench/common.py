@@ -1,5 +1,6 @@
 """What the benchmarks share: servers on free ports, wrk runs and a printed table."""
 
+import json
 import os
 import re
 import shutil
@@ -135,3 +136,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     lines.insert(1, "-|-".join("-" * w for w in widths))
     return "\n".join("| " + line + " |" for line in lines)
+
+
+def wrk_post(url: str, body: Any, *, connections: int, duration_s: float) -> Load:
+    """`wrk` POSTing `body` as JSON over `connections` connections: `wrk` above, with a
+    Lua script of its own."""
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-wrk-") as folder:
+        script = Path(folder) / "post.lua"
+        script.write_text(
+            'wrk.method = "POST"\n'
+            'wrk.headers["Content-Type"] = "application/json"\n'
+            f"wrk.body = {json.dumps(json.dumps(body))}\n"
+        )
+        return wrk(url, connections=connections, duration_s=duration_s, script=script)

@@ -97,6 +97,46 @@ def through_gpuq(client: httpx.Client, home: Path, replicas: int, samples: int, 
     )
 
 
+def warm_ready(client: httpx.Client, timeout_s: float = 120) -> None:
+    """Waits until the server's warm pool is full (GPUQ_WARM_WORKERS processes ready)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        metrics = client.get("/metrics").text
+        if 'gpuq_warm_workers{state="starting"} 0.0' in metrics:
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the warm pool never got ready")
+
+
+def start_latency(repeats: int) -> None:
+    """Submit → first training step: a bare script's own start (process, TensorFlow import,
+    first step) against gpuq with and without a warm worker, interleaved, one replica."""
+    samples, epochs = 4_000, 2  # two epochs: the runs report a rate too
+    bares, colds, warms = [], [], []
+    with (
+        tempfile.TemporaryDirectory(prefix="gpuq-cold-") as cold_home,
+        tempfile.TemporaryDirectory(prefix="gpuq-warm-") as warm_home,
+        gpuq_server(home=Path(cold_home), GPUQ_WARM_WORKERS="0", TF_CPP_MIN_LOG_LEVEL="2") as c,
+        gpuq_server(home=Path(warm_home), GPUQ_WARM_WORKERS="1", TF_CPP_MIN_LOG_LEVEL="2") as w,
+        httpx.Client(base_url=c, timeout=60) as cold,
+        httpx.Client(base_url=w, timeout=60) as warm,
+    ):
+        for _ in range(repeats):
+            warm_ready(warm)  # nothing else runs meanwhile: the last warm start's refill
+            bares.append(bare(1, samples, epochs).first_step_s)
+            colds.append(through_gpuq(cold, Path(cold_home), 1, samples, epochs).first_step_s)
+            warm_ready(warm)
+            warms.append(through_gpuq(warm, Path(warm_home), 1, samples, epochs).first_step_s)
+    b, c_, w_ = (statistics.median(x) for x in (bares, colds, warms))
+    print(f"Start: submit (gpuq) or spawn (bare) → first training step, median of {repeats}")
+    rows = [
+        ["bare script: spawn → first step (s)", f"{b:.2f}", "", ""],
+        ["gpuq, cold worker (s)", f"{c_:.2f}", f"{c_ - b:+.2f} s", "≤ +0.3 s"],
+        ["gpuq, warm worker (s)", f"{w_:.2f}", f"{w_ / b:.2f}x", "≤ 0.5x"],
+    ]
+    print(table(["what", "seconds", "vs bare", "target"], rows))
+
+
 def _quiet() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -119,6 +159,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40_000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=1, help="runs of each; medians shown")
+    parser.add_argument("--starts", type=int, default=3, help="start-latency runs of each")
     args = parser.parse_args()
     n, e = args.samples, args.epochs
     bares: dict[int, list[Run]] = {1: [], 2: []}
@@ -134,6 +175,7 @@ def main() -> None:
         for _ in range(args.repeats):  # side by side, interleaved, so drift hits both
             for replicas in (1, 2):
                 bares[replicas].append(bare(replicas, n, e))
+                warm_ready(client)
                 gpuqs[replicas].append(through_gpuq(client, Path(tmp), replicas, n, e))
             reported.append(bare(2, n, e, progress=True))
     b = {r: median_run(runs) for r, runs in bares.items()}
@@ -199,6 +241,8 @@ def main() -> None:
             rows,
         )
     )
+
+    start_latency(args.starts)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,18 @@
 """A trivial job (`["true"]`, `gpus: 0`) through gpuq and through task-spooler (`tsp`),
-side by side: submit → finished as a client sees it, and 200 such jobs drained through
-2 slots. gpuq's client is httpx in this process with long polls; tsp's is its own command.
+side by side in one run, each ratio beside its target (issue 16):
+
+- submit → finished as a client sees it, polling every 10 ms (gpuq `GET /v1/jobs/{id}`,
+  `tsp -s ID`) and blocking (gpuq's long poll `wait_s`, `tsp -w ID`);
+- `--jobs` such jobs through 2 slots (`GPUQ_MAX_CPU_JOBS=2`, `tsp -S 2`), submitted then
+  waited for;
+- the accept rate of 4 concurrent clients for `--seconds`: wrk POSTing over 4 connections
+  to a full `gpuq serve` (which runs what it accepts, as tsp does) against 4 loops of
+  `tsp true`. gpuq answers only once the job is on disk; tsp keeps its queue in memory.
+  A last row, for information, has gpuq `--api-only` accept the same way: the submit path
+  without a scheduler beside it.
+
 Usage:
-    python -m bench.vs_tsp [--runs 20] [--jobs 200]
+    python -m bench.vs_tsp [--runs 10] [--jobs 200] [--seconds 3]
 """
 
 import argparse
@@ -13,40 +23,34 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 
-from bench.common import gpuq_server, table, wait_ended
+from bench.common import gpuq_server, table, wait_ended, wrk_post
+from gpuq.contract.states import TERMINAL
 
 TRUE = shutil.which("true") or "/bin/true"
 SPEC = {"name": "true", "kind": "command", "command": {"argv": [TRUE]}, "resources": {"gpus": 0}}
+POLL_S = 0.010
+CLIENTS = 4
+#: One accepting client: `tsp true` in a loop until the deadline; prints how many it queued.
+TSP_LOOP = """
+end=$(( ${EPOCHREALTIME/./} + $1 )); n=0
+while (( ${EPOCHREALTIME/./} < end )); do tsp "$2" >/dev/null || exit 1; n=$((n + 1)); done
+echo $n
+"""
 
 
-def gpuq_submit_and_wait(client: httpx.Client) -> None:
-    job = wait_ended(client, client.post("/v1/jobs", json=SPEC).json())
-    assert job["status"] == "succeeded", job
-
-
-def gpuq_drain(client: httpx.Client, count: int) -> None:
-    ids = [client.post("/v1/jobs", json=SPEC).json()["id"] for _ in range(count)]
-    for job_id in ids:
-        wait_ended(client, client.get(f"/v1/jobs/{job_id}").json())
-
-
-def tsp(env: dict[str, str], *args: str) -> str:
-    return subprocess.run(["tsp", *args], env=env, capture_output=True, text=True).stdout
-
-
-def tsp_submit_and_wait(env: dict[str, str]) -> None:
-    job_id = tsp(env, TRUE).strip()
-    tsp(env, "-w", job_id)
-
-
-def tsp_drain(env: dict[str, str], count: int) -> None:
-    ids = [tsp(env, TRUE).strip() for _ in range(count)]
-    tsp(env, "-w", ids[-1])
-    for job_id in ids:  # all done once the last is: FIFO over 2 slots
-        tsp(env, "-w", job_id)
+@dataclass
+class Figures:
+    polled_s: list[float]
+    blocking_s: list[float]
+    drain_s: float
+    accepted_per_s: float
+    refused: int = 0  #: answers other than 2xx while accepting
+    accepted_api_only_per_s: float = 0.0  #: gpuq `--api-only`; tsp has no such mode
+    refused_api_only: int = 0
 
 
 def timed(action: Callable[[], None], runs: int) -> list[float]:
@@ -58,31 +62,161 @@ def timed(action: Callable[[], None], runs: int) -> list[float]:
     return seconds
 
 
+# --- gpuq ----------------------------------------------------------------------------------
+
+
+def gpuq_polled(client: httpx.Client) -> None:
+    job = client.post("/v1/jobs", json=SPEC).json()
+    while job["status"] not in TERMINAL:
+        time.sleep(POLL_S)
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    assert job["status"] == "succeeded", job
+
+
+def gpuq_blocking(client: httpx.Client) -> None:
+    job = wait_ended(client, client.post("/v1/jobs", json=SPEC).json())
+    assert job["status"] == "succeeded", job
+
+
+def gpuq_drain(client: httpx.Client, count: int) -> None:
+    ids = [client.post("/v1/jobs", json=SPEC).json()["id"] for _ in range(count)]
+    for job_id in ids:
+        wait_ended(client, client.get(f"/v1/jobs/{job_id}").json())
+
+
+def measure_gpuq(runs: int, jobs: int, seconds: float) -> Figures:
+    # Warm workers are for Keras jobs; one importing TensorFlow meanwhile would only add noise.
+    with (
+        gpuq_server(GPUQ_MAX_CPU_JOBS="2", GPUQ_WARM_WORKERS="0") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        gpuq_blocking(client)  # warm: the first launch imports more
+        polled = timed(lambda: gpuq_polled(client), runs)
+        blocking = timed(lambda: gpuq_blocking(client), runs)
+        drain = timed(lambda: gpuq_drain(client, jobs), 1)[0]
+        accepted, refused = gpuq_accept_rate(url, seconds)
+    with gpuq_server("--api-only", GPUQ_WARM_WORKERS="0") as url:
+        api_only, refused_api_only = gpuq_accept_rate(url, seconds)
+    return Figures(polled, blocking, drain, accepted, refused, api_only, refused_api_only)
+
+
+def gpuq_accept_rate(url: str, seconds: float) -> tuple[float, int]:
+    """Jobs accepted per second by `CLIENTS` concurrent connections, and how many refused."""
+    load = wrk_post(f"{url}/v1/jobs", SPEC, connections=CLIENTS, duration_s=seconds)
+    return load.requests_per_s - load.errors / seconds, load.errors
+
+
+# --- task-spooler --------------------------------------------------------------------------
+
+
+def tsp(env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["tsp", *args], env=env, capture_output=True, text=True).stdout
+
+
+def tsp_polled(env: dict[str, str]) -> None:
+    job_id = tsp(env, TRUE).strip()
+    while True:
+        time.sleep(POLL_S)
+        if tsp(env, "-s", job_id).strip() == "finished":
+            return
+
+
+def tsp_blocking(env: dict[str, str]) -> None:
+    tsp(env, "-w", tsp(env, TRUE).strip())
+
+
+def tsp_drain(env: dict[str, str], count: int) -> None:
+    ids = [tsp(env, TRUE).strip() for _ in range(count)]
+    for job_id in ids:
+        tsp(env, "-w", job_id)
+
+
+def tsp_accept_rate(env: dict[str, str], seconds: float) -> float:
+    """Jobs queued per second by `CLIENTS` concurrent loops of `tsp true`."""
+    argv = ["bash", "-c", TSP_LOOP, "loop", str(round(seconds * 1e6)), TRUE]
+    loops = [
+        subprocess.Popen(argv, env={**env, "LC_ALL": "C"}, stdout=subprocess.PIPE, text=True)
+        for _ in range(CLIENTS)
+    ]
+    counts = [int(loop.communicate()[0]) for loop in loops]
+    return sum(counts) / seconds
+
+
+def measure_tsp(runs: int, jobs: int, seconds: float) -> Figures:
+    # Jobs killed with the queue may still be writing their output as the folder goes.
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-tsp-", ignore_cleanup_errors=True) as tmp:
+        # TMPDIR: where tsp keeps each job's output, gone with the folder.
+        env = {**os.environ, "TS_SOCKET": f"{tmp}/socket", "TS_SAVELIST": f"{tmp}/list"}
+        env["TMPDIR"] = tmp
+        tsp(env, "-S", "2")
+        try:
+            polled = timed(lambda: tsp_polled(env), runs)
+            blocking = timed(lambda: tsp_blocking(env), runs)
+            drain = timed(lambda: tsp_drain(env, jobs), 1)[0]
+            accepted = tsp_accept_rate(env, seconds)
+        finally:
+            tsp(env, "-K")
+    return Figures(polled, blocking, drain, accepted)
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+#: Each ratio's target (issue 16): at most (≤) or at least (≥) this many times tsp's figure.
+TARGETS = {"polled": ("≤", 1.5), "blocking": ("≤", 1.5), "drain": ("≤", 3.0), "accept": ("≥", 0.7)}
+
+
+def row(what: str, target: str, gpuq: float, tsp: float, fmt: str) -> list[str]:
+    sign, bound = TARGETS[target]
+    ratio = gpuq / tsp
+    met = ratio <= bound if sign == "≤" else ratio >= bound
+    cells = [format(gpuq, fmt), format(tsp, fmt), f"{ratio:.2f}", f"{sign}{bound:g}x"]
+    return [what, *cells, "yes" if met else "NO"]
+
+
+def rows(gpuq: Figures, tsp: Figures, jobs: int, seconds: float) -> list[list[str]]:
+    def ms(values: list[float]) -> float:
+        return statistics.median(values) * 1e3
+
+    polled = f"submit → finished, polled every {POLL_S * 1e3:g} ms (median ms)"
+    accepted = f"accepted/s, {CLIENTS} clients for {seconds:g} s"
+    if gpuq.refused:
+        accepted += f" ({gpuq.refused} refused by gpuq)"
+    return [
+        row(polled, "polled", ms(gpuq.polled_s), ms(tsp.polled_s), ".1f"),
+        row(
+            "submit → finished, blocking wait (median ms)",
+            "blocking",
+            ms(gpuq.blocking_s),
+            ms(tsp.blocking_s),
+            ".1f",
+        ),
+        row(f"{jobs} jobs through 2 slots (s)", "drain", gpuq.drain_s, tsp.drain_s, ".2f"),
+        row(accepted, "accept", gpuq.accepted_per_s, tsp.accepted_per_s, ".0f"),
+        [
+            "  the same, gpuq --api-only (no scheduler)"
+            + (f" ({gpuq.refused_api_only} refused)" if gpuq.refused_api_only else ""),
+            f"{gpuq.accepted_api_only_per_s:.0f}",
+            f"{tsp.accepted_per_s:.0f}",
+            f"{gpuq.accepted_api_only_per_s / tsp.accepted_per_s:.2f}",
+            "-",
+            "",
+        ],
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=10, help="jobs timed one at a time, per way")
+    parser.add_argument("--jobs", type=int, default=200, help="jobs through 2 slots")
+    parser.add_argument("--seconds", type=int, default=3, help="how long clients submit")
     args = parser.parse_args()
     if shutil.which("tsp") is None:
         raise SystemExit("tsp is missing: `make bench` installs task-spooler")
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "TS_SOCKET": f"{tmp}/tsp.socket", "TS_SAVELIST": f"{tmp}/list"}
-        tsp(env, "-S", "2")
-        tsp_one = timed(lambda: tsp_submit_and_wait(env), args.runs)
-        tsp_all = timed(lambda: tsp_drain(env, args.jobs), 1)[0]
-        tsp(env, "-K")
-    with gpuq_server(GPUQ_MAX_CPU_JOBS="2") as url, httpx.Client(base_url=url, timeout=60) as c:
-        gpuq_submit_and_wait(c)  # warm: the first launch imports more
-        gpuq_one = timed(lambda: gpuq_submit_and_wait(c), args.runs)
-        gpuq_all = timed(lambda: gpuq_drain(c, args.jobs), 1)[0]
-    g, t = statistics.median(gpuq_one), statistics.median(tsp_one)
-    one = "trivial job, submit → finished (median ms)"
-    drain = f"{args.jobs} jobs through 2 slots (s)"
-    rows = [
-        [one, f"{g * 1e3:.1f}", f"{t * 1e3:.1f}", f"{g / t:.2f}"],
-        [drain, f"{gpuq_all:.2f}", f"{tsp_all:.2f}", f"{gpuq_all / tsp_all:.2f}"],
-    ]
-    print(table(["what", "gpuq", "task-spooler", "gpuq / tsp"], rows))
+    t = measure_tsp(args.runs, args.jobs, args.seconds)
+    g = measure_gpuq(args.runs, args.jobs, args.seconds)
+    headers = ["what", "gpuq", "task-spooler", "gpuq / tsp", "target", "met"]
+    print(table(headers, rows(g, t, args.jobs, args.seconds)))
 
 
 if __name__ == "__main__":

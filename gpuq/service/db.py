@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import DateTime, Engine, Table, TypeDecorator, create_engine, event
+from sqlalchemy import Connection, DateTime, Engine, Table, TypeDecorator, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.url import make_url
 from sqlmodel import Session, SQLModel
@@ -173,6 +173,14 @@ class Database:
             session.begin(),
         ):
             yield session
+        self.notices.notify()
+
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """One write transaction on a Core connection, without an ORM session: as `write`,
+        for hot paths that build no objects."""
+        with self._write_lock, self.writer.begin() as conn:
+            yield conn
         self.notices.notify()
 
     def cached(self, key: str, load: Callable[[], T]) -> T:

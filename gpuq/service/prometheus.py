@@ -134,7 +134,6 @@ class GpuqCollector(Collector):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
 
-
     def _standbys(self) -> Iterator[Metric]:
         """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
         executor = self.service.executor if self.service.schedules else None

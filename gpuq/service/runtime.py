@@ -2,7 +2,7 @@
 route makes: `Service` is the domain's front door, so routes never reach into the
 scheduler or compute run-directory paths."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,6 +18,8 @@ from gpuq.service.gpus import registry
 from gpuq.service.gpus.inventory import Inventory, InventoryError, discover
 from gpuq.service.gpus.nvml import GpuProbe
 from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.jobs.submissions import Submissions
+from gpuq.service.jobs.submit import Stored, submission
 from gpuq.service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
 from gpuq.service.scheduler.loop import Scheduler
 from gpuq.service.settings import Settings
@@ -35,6 +37,11 @@ class Service:
     scheduler: Scheduler
     schedules: bool = True  #: False in an API-only process
     notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
+    #: Stores submissions, concurrent ones in shared commits (group commit).
+    submissions: Submissions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.submissions = Submissions(self.db, on_stored=self.scheduler.wake)
 
     @classmethod
     def open(
@@ -70,6 +77,7 @@ class Service:
         return cls(settings, db, gpus, executor, scheduler, schedules=schedule, notifier=notifier)
 
     def close(self) -> None:
+        self.submissions.close()  # first: what is waiting is stored and answered
         if self.notifier is not None:
             self.notifier.stop()
         if self.schedules:
@@ -78,21 +86,14 @@ class Service:
 
     # --- jobs ----------------------------------------------------------------------------------
 
-    def submit(
-        self, spec: JobSpec, caller: Caller, idempotency_key: str | None = None
-    ) -> tuple[Job, bool]:
+    def submit(self, spec: JobSpec, caller: Caller, idempotency_key: str | None = None) -> Stored:
         """Admits `spec` (422 if it can never run here), applies the caller's quotas, stores
-        the job with its audit entry and wakes the scheduler; `created` is False for a
-        replayed `idempotency_key` (the original job)."""
+        the job with its audit entry and wakes the scheduler; returns once the job is
+        committed. `created` is False for a replayed `idempotency_key` (the original job)."""
         self._admit(spec, caller)
         settings = self.settings
         limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
-        job, created = jobs.create_job(
-            self.db, spec=spec, caller=caller, idempotency_key=idempotency_key, limits=limits
-        )
-        if created:
-            self.scheduler.wake()
-        return job, created
+        return self.submissions.submit(submission(spec, caller, idempotency_key, limits))
 
     def preview(self, spec: JobSpec, caller: Caller) -> Preview:
         """A dry run: where `spec` would start now, or why it would wait."""

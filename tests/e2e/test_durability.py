@@ -1,7 +1,10 @@
-"""Many writers at once, replays, and submissions that survive a `kill -9` of the server."""
+"""Many writers at once, replays, and submissions that survive a `kill -9` of the server
+(submissions share commits: `jobs.submissions`)."""
 
 import multiprocessing
 import signal
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,9 +23,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.backends("sqlite", "postgres")]
 
 
 @pytest.fixture
-def api_server(settings: Settings) -> Iterator[Server]:
-    """An API-only server: submissions are stored but nothing is scheduled."""
+def api_server(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Server]:
+    """An API-only server: submissions are stored but nothing is scheduled. Parametrize
+    indirectly with a dict for more environment."""
     server = Server(settings.home, settings.database_url)
+    server.env.update(getattr(request, "param", {}))
     server.start("--api-only")
     yield server
     if server.proc and server.proc.poll() is None:
@@ -108,3 +113,62 @@ def test_acknowledged_submissions_survive_kill_9_of_the_server(api_server):
     api_server.start("--api-only")
     stored = {j["id"]: j["name"] for j in all_jobs(api_server.url)}
     assert stored == {job_id: f"k{i}" for i, job_id in enumerate(acknowledged)}
+
+
+@pytest.mark.parametrize("api_server", [{"GPUQ_MAX_JOBS_QUEUED": "25"}], indirect=True)
+def test_concurrent_submissions_each_get_their_own_answer(api_server):
+    """However they are batched: the quota admits exactly its number, a bad dependency is
+    refused alone, and each answer is the job as stored."""
+
+    def post(body: dict) -> httpx.Response:
+        return httpx.post(f"{api_server.url}/v1/jobs", json=body, timeout=60)
+
+    bodies = [job_spec(name=f"q{i}") for i in range(40)]
+    bodies[7] = job_spec(name="lost", depends_on=[99999])
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(post, bodies))
+    codes = [a.status_code for a in answers]
+    assert sorted(codes) == [201] * 25 + [422] + [429] * 14
+    assert answers[7].json()["detail"][0]["loc"] == ["body", "depends_on", 0]
+    for answer in answers:
+        if answer.status_code == 201:
+            job = answer.json()
+            assert httpx.get(f"{api_server.url}/v1/jobs/{job['id']}").json() == job
+        elif answer.status_code == 429:
+            assert "max_jobs_queued=25" in answer.json()["detail"]
+    assert len(all_jobs(api_server.url)) == 25
+
+
+def test_acknowledged_concurrent_submissions_survive_kill_9_mid_stream(api_server):
+    """Four clients submit without pause; the server is killed while requests are in
+    flight. Every job answered 201 is there after a restart."""
+    acknowledged: dict[int, str] = {}
+    refused: list[str] = []
+    lock = threading.Lock()
+
+    def client_work(n: int) -> None:
+        with httpx.Client(base_url=api_server.url, timeout=30) as http:
+            for i in range(10_000):
+                name = f"c{n}-{i}"
+                try:
+                    response = http.post("/v1/jobs", json=job_spec(name=name))
+                except httpx.TransportError:
+                    return  # killed: this one may or may not be stored
+                with lock:
+                    if response.status_code != 201:
+                        refused.append(response.text)
+                        return
+                    acknowledged[response.json()["id"]] = name
+
+    clients = [threading.Thread(target=client_work, args=(n,)) for n in range(4)]
+    for client in clients:
+        client.start()
+    while len(acknowledged) < 120 and all(c.is_alive() for c in clients):
+        time.sleep(0.005)
+    api_server.kill(signal.SIGKILL)
+    for client in clients:
+        client.join(60)
+    api_server.start("--api-only")
+    stored = {j["id"]: j["name"] for j in all_jobs(api_server.url)}
+    assert not refused and len(acknowledged) >= 120
+    assert {job_id: stored.get(job_id) for job_id in acknowledged} == acknowledged

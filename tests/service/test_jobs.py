@@ -115,3 +115,20 @@ def test_a_job_read_without_the_orm_looks_the_same_as_through_it(db: Database):
     assert public.started_at is not None and public.started_at.tzinfo is not None
     with pytest.raises(NotFound):
         jobs.read_job(db, job.id + 1)
+
+
+def test_a_submissions_answer_is_the_job_as_read_back(db: Database):
+    """The answer is built from the inserted row (no ORM object), yet reads the same."""
+    first = make(db)
+    spec = JobSpec.model_validate(
+        job_spec(not_before="2030-01-02T03:04:05.123456Z", depends_on=[first], priority=-3)
+    )
+    job, created = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="same")
+    again, created_again = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="same")
+    assert (created, created_again) == (True, False)
+    assert job.model_dump() == again.model_dump() == jobs.get_job(db, job.id).model_dump()
+    public = JobPublic.of(job)
+    assert public == JobPublic.of(jobs.read_job(db, job.id))
+    assert (public.status, public.depends_on, public.priority) == ("queued", [first], -3)
+    assert public.not_before is not None and public.not_before.tzinfo is not None
+    assert public.revision > jobs.get_job(db, first).rev

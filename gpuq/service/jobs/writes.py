@@ -2,22 +2,30 @@
 
 `transition` is the state machine: a conditional UPDATE whose WHERE clause lists the
 allowed predecessors. The other writes change what a job records (its GPUs, progress,
-memory, why it was stopped) and never its status. All take the caller's write session.
+memory, why it was stopped) and never its status. All take the caller's write session and
+write with Core statements (no autoflush: flush ORM changes first): the scheduler makes
+them for every job it starts, ingests and reaps, where the ORM's bookkeeping would cost more
+than the statement. Those it makes take plain values, not `Job` objects.
 """
 
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, delete, update
-from sqlmodel import Session, col
+from sqlalchemy import Row, Table, bindparam, delete, insert, update
+from sqlmodel import Session
 
 from gpuq.contract.outcome import Outcome
 from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
-from gpuq.service.db import insert, utcnow
+from gpuq.service.db import insert as upsert
+from gpuq.service.db import utcnow
 from gpuq.service.tables import Allocation, Job, JobMetric
 
 _STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
+JOB: Table = Job.__table__  # type: ignore[attr-defined]
+ALLOCATION: Table = Allocation.__table__  # type: ignore[attr-defined]
+#: some of a job's columns, read with Core (`select(JOB.c.id, ...)`)
+JobRow = Row[*tuple[Any, ...]]
 
 
 def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> bool:
@@ -28,16 +36,16 @@ def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> b
     """
     stamps = {_STAMP.get(to, "finished_at"): utcnow()} if to != JobStatus.queued else {}
     statement = (
-        update(Job)
-        .where(col(Job.id) == job_id, col(Job.status).in_(ALLOWED_FROM[to]))
+        update(JOB)
+        .where(JOB.c.id == job_id, JOB.c.status.in_(ALLOWED_FROM[to]))
         .values(status=to, **stamps, **values)
     )
-    return session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+    return session.connection().execute(statement).rowcount == 1
 
 
 def _update(session: Session, job_id: int, *conditions: Any, **values: Any) -> bool:
-    statement = update(Job).where(col(Job.id) == job_id, *conditions).values(**values)
-    return session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+    statement = update(JOB).where(JOB.c.id == job_id, *conditions).values(**values)
+    return session.connection().execute(statement).rowcount == 1
 
 
 # --- queued jobs ---------------------------------------------------------------------------
@@ -61,10 +69,9 @@ def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> Non
     each, in one executemany (thousands of queued jobs, every scheduler step)."""
     if not changes:
         return
-    table = Job.__table__  # type: ignore[attr-defined]
     session.connection().execute(
-        update(table)
-        .where(table.c.id == bindparam("job_id"), table.c.status == JobStatus.queued.value)
+        update(JOB)
+        .where(JOB.c.id == bindparam("job_id"), JOB.c.status == JobStatus.queued.value)
         .values(wait_reason=bindparam("why"), queue_position=bindparam("position")),
         list(changes),
     )
@@ -88,9 +95,11 @@ def claim_for_start(
         queue_position=None,
         events_offset=0,
     )
-    if claimed:
-        for index in gpu_indices:
-            session.add(Allocation(job_id=job_id, gpu_index=index, memory_mb=memory_mb))
+    if claimed and gpu_indices:
+        session.connection().execute(
+            insert(ALLOCATION),
+            [{"job_id": job_id, "gpu_index": i, "memory_mb": memory_mb} for i in gpu_indices],
+        )
     return claimed
 
 
@@ -112,7 +121,7 @@ def record_handover(
     return _update(
         session,
         job_id,
-        col(Job.status) == JobStatus.queued,
+        JOB.c.status == JobStatus.queued,
         attempt=attempt,
         executor=executor,
         executor_job_id=executor_job_id,
@@ -133,7 +142,7 @@ def fail_launch(session: Session, job_id: int, message: str) -> None:
 
 
 def free_allocations(session: Session, job_id: int) -> None:
-    session.execute(delete(Allocation).where(col(Allocation.job_id) == job_id))
+    session.connection().execute(delete(ALLOCATION).where(ALLOCATION.c.job_id == job_id))
 
 
 # --- running -------------------------------------------------------------------------------
@@ -141,38 +150,38 @@ def free_allocations(session: Session, job_id: int) -> None:
 
 def record_progress(
     session: Session,
-    job: Job,
+    job_id: int,
+    attempt: int,
     values: dict[str, Any],
     metrics: Sequence[tuple[int, int, dict]],
     *,
-    began_training: bool,
+    now_running: bool,
 ) -> None:
-    """Records what a job's events said (`values`: progress, metrics, num_replicas,
-    message, events_offset) and its metrics per `(epoch, step)`; a `starting` job whose
-    training began becomes `running`."""
-    assert job.id is not None
-    _update(session, job.id, **values)
+    """Records what attempt `attempt`'s events said (`values`: progress, metrics,
+    num_replicas, message, events_offset) and its metrics per `(epoch, step)`; with
+    `now_running` (its training began and it is `starting`) the job becomes `running`."""
+    _update(session, job_id, **values)
     for epoch, step, recorded in metrics:
-        _record_metrics(session, job, epoch, step, recorded)
-    if began_training and job.status == JobStatus.starting:
-        transition(session, job.id, JobStatus.running)
+        _record_metrics(session, job_id, attempt, epoch, step, recorded)
+    if now_running:
+        transition(session, job_id, JobStatus.running)
 
 
 def _record_metrics(
-    session: Session, job: Job, epoch: int, step: int, metrics: dict[str, Any]
+    session: Session, job_id: int, attempt: int, epoch: int, step: int, metrics: dict[str, Any]
 ) -> None:
-    statement = insert(session, JobMetric).values(
-        job_id=job.id,
-        attempt=job.attempt,
+    statement = upsert(session, JobMetric).values(
+        job_id=job_id,
+        attempt=attempt,
         epoch=epoch,
         step=step,
         values=metrics,
         recorded_at=utcnow(),
     )
-    session.execute(
+    session.connection().execute(
         statement.on_conflict_do_update(
             index_elements=["job_id", "epoch", "step"],
-            set_={"values": metrics, "attempt": job.attempt, "recorded_at": utcnow()},
+            set_={"values": metrics, "attempt": attempt, "recorded_at": utcnow()},
         )
     )
 
@@ -227,7 +236,7 @@ def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None
     values: dict[str, Any] = {"stop_reason": cause, "stop_sent_at": utcnow()}
     if detail is not None:  # a kill says what the job did, before the signal goes out
         values.update(reason=cause, message=detail)
-    _update(session, job_id, col(Job.stop_sent_at).is_(None), **values)
+    _update(session, job_id, JOB.c.stop_sent_at.is_(None), **values)
 
 
 # --- finishing -----------------------------------------------------------------------------
@@ -249,27 +258,35 @@ def finish(session: Session, job_id: int, outcome: Outcome, log_tail: list[str])
 
 
 def requeue(
-    session: Session, job: Job, outcome: Outcome, log_tail: list[str], delay_s: float
+    session: Session,
+    job_id: int,
+    outcome: Outcome,
+    log_tail: list[str],
+    delay_s: float,
+    *,
+    attempt: int,
+    last_epoch: int | None,
+    previous_attempts: Sequence[dict[str, Any]],
 ) -> bool:
-    """Queues `job` again after `delay_s`, recording how this attempt ended, and frees its
-    GPUs; False if another writer won."""
-    assert job.id is not None
+    """Queues the job again after `delay_s`, recording how attempt `attempt` ended (its
+    last epoch, after `previous_attempts`), and frees its GPUs; False if another writer
+    won."""
     record = {
-        "attempt": job.attempt,
+        "attempt": attempt,
         "reason": outcome.reason,
         "message": outcome.message,
         "exit_code": outcome.exit_code,
-        "last_epoch": job.progress.get("epoch"),
+        "last_epoch": last_epoch,
         "finished_at": utcnow().isoformat(),
     }
     queued = transition(
         session,
-        job.id,
+        job_id,
         JobStatus.queued,
-        previous_attempts=[*job.previous_attempts, record],
+        previous_attempts=[*previous_attempts, record],
         retry_at=utcnow() + timedelta(seconds=delay_s),
         wait_reason=(
-            f"retrying in {delay_s:g} s: attempt {job.attempt} failed "
+            f"retrying in {delay_s:g} s: attempt {attempt} failed "
             f"({outcome.reason}: {outcome.message})"
         ),
         assigned_gpus=[],
@@ -282,7 +299,7 @@ def requeue(
         executor_job_id=None,
         log_tail=log_tail,
     )
-    free_allocations(session, job.id)
+    free_allocations(session, job_id)
     return queued
 
 
@@ -294,15 +311,15 @@ def request_cancel(session: Session, job_id: int) -> None:
     _update(
         session,
         job_id,
-        col(Job.status).in_(ACTIVE),
-        col(Job.cancel_requested_at).is_(None),
+        JOB.c.status.in_(ACTIVE),
+        JOB.c.cancel_requested_at.is_(None),
         cancel_requested_at=utcnow(),
     )
 
 
 def record_hold(session: Session, job_id: int, held: bool) -> bool:
     """Holds or releases a queued job; False unless it is queued."""
-    return _update(session, job_id, col(Job.status) == JobStatus.queued, held=held)
+    return _update(session, job_id, JOB.c.status == JobStatus.queued, held=held)
 
 
 def record_priority(session: Session, job_id: int, priority: int) -> None:

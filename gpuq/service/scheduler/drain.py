@@ -7,32 +7,33 @@ nothing to watch and is free as soon as its job ends.
 
 import logging
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from gpuq.service.db import utcnow
 from gpuq.service.gpus.registry import change_state
 from gpuq.service.gpus.states import GpuState
+from gpuq.service.jobs.writes import JOB
 from gpuq.service.scheduler.memory import check_drained
 from gpuq.service.scheduler.running import Books, Running
-from gpuq.service.tables import Gpu, Job
+from gpuq.service.tables import Gpu
 
 log = logging.getLogger(__name__)
 
 
-def start_draining(books: Books, running: Running) -> None:
-    """Marks a finished job's GPUs draining, with the processes seen holding memory there."""
-    if books.gpus.inventory.probe is None or not running.gpus:
+def start_draining(books: Books, session: Session, running: Running) -> None:
+    """Marks a finished job's GPUs draining, with the processes seen holding memory there,
+    in the caller's write transaction."""
+    if books.gpus.inventory.probe is None:
         return
-    with books.db.write() as session:
-        for index in running.gpus:
-            change_state(
-                session,
-                index,
-                GpuState.draining,
-                state_reason=f"draining after job {running.job_id}",
-                drain_job_id=running.job_id,
-                drain_pids=sorted(running.memory.pids.get(index, ())),
-            )
+    for index in running.gpus:
+        change_state(
+            session,
+            index,
+            GpuState.draining,
+            state_reason=f"draining after job {running.job_id}",
+            drain_job_id=running.job_id,
+            drain_pids=sorted(running.memory.pids.get(index, ())),
+        )
 
 
 def drain(books: Books) -> bool:
@@ -41,14 +42,13 @@ def drain(books: Books) -> bool:
         return False
     with books.db.read() as session:
         draining = list(session.exec(select(Gpu).where(col(Gpu.state) == GpuState.draining)).all())
-        pgids = {
-            j.id: j.runner_pid
-            for j in session.exec(
-                select(Job).where(col(Job.id).in_([g.drain_job_id for g in draining]))
-            )
+        if not draining:
+            return False
+        ended = [g.drain_job_id for g in draining]
+        query = select(JOB.c.id, JOB.c.runner_pid).where(JOB.c.id.in_(ended))
+        pgids: dict[int | None, int | None] = {
+            job_id: pgid for job_id, pgid in session.connection().execute(query)
         }
-    if not draining:
-        return False
     readings = books.gpus.readings()
     slack_mb, timeout_s = books.settings.drain_slack_mb, books.settings.drain_timeout_s
     freed = False

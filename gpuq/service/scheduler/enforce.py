@@ -4,15 +4,15 @@ limits: SIGTERM once, SIGKILL when the grace period is over."""
 import logging
 import signal
 
-from sqlmodel import col, select
+from sqlalchemy import select
 
 from gpuq.contract.states import Reason
 from gpuq.service.db import utcnow
 from gpuq.service.jobs import writes
+from gpuq.service.jobs.writes import JOB
 from gpuq.service.scheduler.caps import CapGuard
 from gpuq.service.scheduler.idle import check_idle
 from gpuq.service.scheduler.running import Books
-from gpuq.service.tables import Job
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +28,20 @@ def stop_overdue(books: Books) -> None:
     if not books.running:
         return
     now = utcnow()
+    query = select(
+        JOB.c.id,
+        JOB.c.stop_sent_at,
+        JOB.c.cancel_requested_at,
+        JOB.c.started_at,
+        JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
+    ).where(JOB.c.id.in_(list(books.running)))
     with books.db.read() as session:
-        jobs = session.exec(select(Job).where(col(Job.id).in_(list(books.running)))).all()
+        jobs = session.connection().execute(query).all()
     for job in jobs:
-        assert job.id is not None
         running = books.running[job.id]
         if job.stop_sent_at is None:
             cause = None
-            limit = job.spec.get("time_limit_s")
+            limit = job.time_limit_s
             if job.cancel_requested_at is not None:
                 cause = Reason.cancelled_by_user
             elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:

@@ -17,11 +17,11 @@ from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from gpuq.service import maintenance
 from gpuq.service.audit import record
 from gpuq.service.db import utcnow
-from gpuq.service.executors import QueueingExecutor
+from gpuq.service.executors import LaunchError, QueueingExecutor
 from gpuq.service.jobs import writes
 from gpuq.service.scheduler.running import Books, MemoryRecord, Running
 from gpuq.service.scheduler.snapshot import failed_dependency, not_yet
-from gpuq.service.scheduler.starting import device_plan, launch
+from gpuq.service.scheduler.starting import device_plan, launch, new_launch
 from gpuq.service.tables import Job
 from gpuq.service.users import SCHEDULER
 
@@ -126,10 +126,16 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         headroom_mb=books.settings.gpu_headroom_mb,
         gpu_total_mb=0,
     )
-    started = launch(
-        books, executor, job, spec, devices, priority=job.priority, held=job.held, after=after
+    attempt_launch = new_launch(
+        books, job.id, attempt, spec, devices, priority=job.priority, held=job.held, after=after
     )
-    if started is None:
+    try:
+        # Outside any write transaction: sbatch may take seconds.
+        started = launch(books, executor, attempt_launch, job.unix_user)
+    except LaunchError as exc:
+        log.error("job %d: %s", job.id, exc)
+        with books.db.write() as session:
+            writes.fail_launch(session, job.id, str(exc))
         return False
     with books.db.write() as session:
         handed = writes.record_handover(

@@ -3,17 +3,22 @@
 
 import json
 import logging
+import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+from sqlmodel import Session
+
 from gpuq.contract.events import Event
 from gpuq.contract.safe_open import open_inside
-from gpuq.service.db import Database
+from gpuq.contract.states import JobStatus
 from gpuq.service.jobs import writes
-from gpuq.service.scheduler.running import Books
-from gpuq.service.tables import Job
+from gpuq.service.jobs.writes import JOB
+from gpuq.service.scheduler.running import Books, Running
 
 log = logging.getLogger(__name__)
 
@@ -82,32 +87,70 @@ def digest(events: list[dict[str, Any]]) -> Digest:
     return found
 
 
-def ingest(db: Database, job_id: int, path: Path, offset: int) -> tuple[int, bool]:
-    """Records the events of job `job_id` written after `offset`; the offset after them,
-    and whether they reported training (a step or an epoch). No new line, no write
-    transaction."""
-    events, end = read_events(path, offset)
-    if end == offset:
-        return offset, False
-    found = digest(events)
-    with db.write() as session:
-        job = session.get(Job, job_id)
-        if job is not None:
-            values = {**found.values, "events_offset": end}
-            if job.stop_reason is not None:
-                # The scheduler's words on why it stopped the job outlast the job's own.
-                values.pop("message", None)
-            writes.record_progress(
-                session, job, values, found.metrics, began_training=found.began_training
-            )
-    return end, found.trained
+#: what each job's new events say, and the offset after them: job id → both
+Found = dict[int, tuple[Digest, int]]
+
+
+def new_events(running: Running) -> tuple[Digest, int] | None:
+    """What `running`'s events written after its offset say, and the offset after them;
+    None if there is no new complete line (the file has not grown: one `stat`)."""
+    path = running.run.events
+    try:
+        # lstat: the job owns the file; what it points to is `open_inside`'s to judge.
+        if os.lstat(path).st_size <= running.offset:
+            return None
+    except OSError:
+        return None
+    events, end = read_events(path, running.offset)
+    if end == running.offset:
+        return None
+    return digest(events), end
+
+
+def read_new(runnings: Iterable[Running]) -> Found:
+    """The new events of each of `runnings` that wrote a complete line."""
+    return {r.job_id: new for r in runnings if (new := new_events(r)) is not None}
+
+
+def record(session: Session, found: Found) -> None:
+    """Records each job's digest and new offset in the caller's write transaction; a
+    `starting` job whose training began becomes `running`."""
+    rows = session.connection().execute(
+        select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where(
+            JOB.c.id.in_(list(found))
+        )
+    )
+    for job_id, attempt, status, stop_reason in rows:
+        events, end = found[job_id]
+        values = {**events.values, "events_offset": end}
+        if stop_reason is not None:
+            # The scheduler's words on why it stopped the job outlast the job's own.
+            values.pop("message", None)
+        now_running = events.began_training and status == JobStatus.starting
+        writes.record_progress(
+            session, job_id, attempt, values, events.metrics, now_running=now_running
+        )
+
+
+def advance(books: Books, found: Found) -> None:
+    """Once `found` is committed: the running jobs read on from there, and those that
+    trained are not idle."""
+    now = time.monotonic()
+    for job_id, (events, end) in found.items():
+        running = books.running.get(job_id)
+        if running is None:  # reaped in the same transaction
+            continue
+        running.offset = end
+        if events.trained:
+            running.activity.last_step = now
 
 
 def ingest_running(books: Books) -> None:
-    """The step: every running job's new events."""
-    for running in list(books.running.values()):
-        running.offset, trained = ingest(
-            books.db, running.job_id, running.run.events, running.offset
-        )
-        if trained:
-            running.activity.last_step = time.monotonic()
+    """The step alone: every running job's new events, in one write transaction (none if
+    no job wrote a complete line). The loop runs it with `reap` (`finishing.settle`)."""
+    found = read_new(list(books.running.values()))
+    if not found:
+        return
+    with books.db.write() as session:
+        record(session, found)
+    advance(books, found)

@@ -8,6 +8,10 @@ and time limits; `drain` (drain.py) frees GPUs once a finished job has really le
 `place` (place.py, starting.py) plans the queue and starts what fits. Where a placed job
 runs is the executor's business (`gpuq.service.executors`).
 
+With many short jobs the scheduler's time goes to commits, so what happens for every job
+is written once per step: `place` starts all it places in one transaction
+(`starting.batch`), and `ingest` and `reap` share one (`finishing.settle`).
+
 Under an executor with a queue of its own (Slurm) the steps are
 
     follow → ingest → reap → stop_overdue → hand_over
@@ -20,6 +24,7 @@ on a child.
 """
 
 import logging
+import signal
 import threading
 import time
 
@@ -31,11 +36,12 @@ from gpuq.contract.states import ACTIVE, JobStatus
 from gpuq.service.db import Database
 from gpuq.service.executors import Executor, LocalExecutor, QueueingExecutor
 from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.jobs.writes import JOB
 from gpuq.service.public import Preview
 from gpuq.service.scheduler.caps import CapGuard
 from gpuq.service.scheduler.drain import drain
 from gpuq.service.scheduler.enforce import enforce, stop_overdue
-from gpuq.service.scheduler.finishing import reap
+from gpuq.service.scheduler.finishing import reap, settle
 from gpuq.service.scheduler.handover import follow, hand_over
 from gpuq.service.scheduler.ingest import ingest_running
 from gpuq.service.scheduler.lock import SchedulerLock, SchedulerLocked
@@ -122,13 +128,11 @@ class Scheduler:
         if isinstance(executor, QueueingExecutor):
             # The executor places and orders; gpuq follows it and hands it the queue.
             follow(self.books, executor)
-            self.ingest()
-            self.reap()
+            self.ingest_and_reap()
             stop_overdue(self.books)
             hand_over(self.books, executor)
             return
-        self.ingest()
-        self.reap()
+        self.ingest_and_reap()
         self.enforce()
         self.drain()
         self.place()
@@ -157,12 +161,34 @@ class Scheduler:
             )
             state = "re-adopted its live runner" if alive else "its runner is gone"
             log.info("job %d: %s after a restart", job.id, state)
+        if not isinstance(books.executor, QueueingExecutor):
+            self._kill_unrecorded_starts()
+
+    def _kill_unrecorded_starts(self) -> None:
+        """Kills the runners of queued jobs: started by a scheduler that stopped before it
+        committed their start (`starting.batch`), so nothing records that they run."""
+        books, executor = self.books, self.books.executor
+        query = select(JOB.c.id, JOB.c.attempt).where(JOB.c.status == JobStatus.queued)
+        with books.db.read() as session:
+            queued = session.connection().execute(query).all()
+        for job_id, attempt in queued:
+            if not executor.run_dir(job_id, attempt + 1).path.exists():
+                continue
+            # Whether alive or not, `exited()` reports it once: a job not running.
+            books.disowned.add(job_id)
+            if executor.adopt(job_id, attempt + 1, None):
+                log.warning("job %d: killing a runner whose start was never recorded", job_id)
+                executor.signal(job_id, signal.SIGKILL)
 
     def ingest(self) -> None:
         ingest_running(self.books)
 
     def reap(self) -> None:
         reap(self.books)
+
+    def ingest_and_reap(self) -> None:
+        """`ingest` then `reap`, in one write transaction."""
+        settle(self.books)
 
     def enforce(self) -> None:
         enforce(self.books, self.caps)

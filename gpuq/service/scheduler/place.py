@@ -1,5 +1,6 @@
 """The `place` step: plan the queue (`placement.plan` over a `snapshot`), start what may
-start now, and record why and where every other queued job waits. Also the dry run."""
+start now, and record why and where every other queued job waits, all in one write
+transaction (`starting.batch`). Also the dry run."""
 
 import time
 
@@ -12,9 +13,9 @@ from gpuq.service.public import Preview
 from gpuq.service.scheduler import snapshot
 from gpuq.service.scheduler.placement import order
 from gpuq.service.scheduler.queued import PREVIEW_ID, request_for_spec
+from gpuq.service.scheduler.replan import Replan
 from gpuq.service.scheduler.running import Books
-from gpuq.service.scheduler.starting import start_job
-from gpuq.service.tables import Job
+from gpuq.service.scheduler.starting import batch
 from gpuq.service.users import SCHEDULER
 
 #: Queue positions of jobs whose wait reason did not change are rewritten at most this
@@ -27,6 +28,7 @@ class Placer:
     def __init__(self, books: Books) -> None:
         self.books = books
         self._positions_at = 0.0  #: when every queue position was last brought up to date
+        self._replan = Replan()
 
     def _snapshot(self, *, skip_if_idle: bool = False) -> snapshot.Snapshot | None:
         books = self.books
@@ -40,8 +42,15 @@ class Placer:
         )
 
     def place(self) -> None:
-        """Starts the queued jobs that may start now; records why and where the others wait."""
+        """Starts the queued jobs that may start now; records why and where the others wait.
+        Nothing, not even a snapshot, if nothing changed since the last plan (`replan`)."""
+        running = frozenset(self.books.running)
+        seen = self._replan.due(self.books.db, running)
+        if seen is None:
+            return
         snap = self._snapshot(skip_if_idle=True)
+        moments = [] if snap is None else [m for q in snap.queued.values() for m in q.waits_until]
+        self._replan.planned(seen, running, moments)
         if snap is None:
             return
         result = snap.inputs.plan()
@@ -52,26 +61,22 @@ class Placer:
         refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
         if refresh:
             self._positions_at = time.monotonic()
-        with self.books.db.write() as session:
+        changes = [
+            {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
+            for job_id in waiting
+            if snap.queued[job_id].wait_reason != reasons.get(job_id)
+            or snap.queued[job_id].queue_position is None
+            or (refresh and snap.queued[job_id].queue_position != positions[job_id])
+        ]
+        if not (snap.doomed or changes or result.placements):
+            return  # nothing to write: no transaction, no commit to wake watchers
+        with batch(self.books) as starts:
             for job_id, why in snap.doomed.items():
                 message = f"will never start: {why}"
-                writes.cancel_queued(session, job_id, Reason.dependency_failed, message)
-                record(session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
-            writes.set_wait_reasons(
-                session,
-                [
-                    {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
-                    for job_id in waiting
-                    if snap.queued[job_id].wait_reason != reasons.get(job_id)
-                    or snap.queued[job_id].queue_position is None
-                    or (refresh and snap.queued[job_id].queue_position != positions[job_id])
-                ],
-            )
-        for placement in result.placements:
-            with self.books.db.read() as session:
-                chosen = session.get(Job, placement.job_id)
-            if chosen is not None:  # start_job claims it only if it is still queued
-                start_job(self.books, chosen, placement)
+                writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
+                record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+            writes.set_wait_reasons(starts.session, changes)
+            starts.start(result.placements)
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""

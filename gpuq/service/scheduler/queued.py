@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, select
@@ -35,9 +36,16 @@ class QueuedJob:
     wait_reason: str | None
     queue_position: int | None
 
+    @property
+    def waits_until(self) -> list[datetime]:
+        """The moments it waits for before it may start: its retry, its `not_before`."""
+        return [m for m in (self.retry_at, self.not_before) if m is not None]
+
     @classmethod
+    @cache
     def query(cls) -> Select[Any]:
-        """The queued jobs, as rows `from_row` reads (the database picks the spec's fields)."""
+        """The queued jobs, as rows `from_row` reads (the database picks the spec's fields).
+        Built once: every scheduler step runs it."""
         return select(
             col(Job.id),
             col(Job.owner),

@@ -1,9 +1,10 @@
 """Whether a failed attempt is tried again, and after how long (doubling back-off)."""
 
+from typing import Any
+
 from gpuq.contract.outcome import Outcome
 from gpuq.contract.states import JobStatus, Reason
 from gpuq.service.settings import Settings
-from gpuq.service.tables import Job
 
 #: Failures another attempt may get past. Not: a bad spec or a job too big for its cap
 #: (it would fail the same way), nor a user's cancel or the time limit.
@@ -19,11 +20,14 @@ RETRYABLE = frozenset(
 )
 
 
-def retry_delay(outcome: Outcome, job: Job, settings: Settings) -> float | None:
-    """Seconds until the next attempt, or None if this outcome is final."""
+def retry_delay(
+    outcome: Outcome, attempt: int, spec: dict[str, Any], settings: Settings
+) -> float | None:
+    """Seconds until the attempt after `attempt` of a job with `spec`, or None if this
+    outcome is final."""
     if outcome.status != JobStatus.failed or outcome.reason not in RETRYABLE:
         return None
-    if job.attempt > int(job.spec.get("max_retries") or 0):
+    if attempt > int(spec.get("max_retries") or 0):
         return None
-    delay = settings.retry_backoff_s * 2 ** max(0, job.attempt - 1)
+    delay = settings.retry_backoff_s * 2 ** max(0, attempt - 1)
     return min(delay, settings.retry_backoff_max_s)

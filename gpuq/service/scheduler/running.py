@@ -59,3 +59,6 @@ class Books:
     executor: Executor
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     running: dict[int, Running] = field(default_factory=dict)
+    #: jobs whose runner was killed because the database never recorded its start: their
+    #: exit, which the executor reports once, is no one's
+    disowned: set[int] = field(default_factory=set)

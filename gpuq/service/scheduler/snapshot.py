@@ -4,15 +4,19 @@ on a retry, a dependency or their `not_before`, or the whole box drained)."""
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any, Protocol
 
-from sqlmodel import col, select
+from sqlalchemy import Select, bindparam, select
 
-from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
+from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from gpuq.service import maintenance
 from gpuq.service.db import Database, utcnow
 from gpuq.service.gpus.registry import GpuRegistry, unavailable
+from gpuq.service.jobs.writes import JOB, JobRow
 from gpuq.service.scheduler.fairshare import Interval, decayed_usage
 from gpuq.service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
 from gpuq.service.scheduler.queued import QueuedJob, request_for_job
@@ -61,19 +65,12 @@ def take(
         queued = {job.id: job for job in map(QueuedJob.from_row, rows)}
         if skip_if_idle and not queued:
             return None
-        recent = session.exec(
-            select(Job).where(
-                col(Job.started_at).is_not(None),
-                col(Job.gpu_count) > 0,
-                col(Job.status).in_(ACTIVE)
-                | (col(Job.finished_at) > datetime.fromtimestamp(horizon, now_dt.tzinfo)),
-            )
-        ).all()
+        connection = session.connection()
+        since = datetime.fromtimestamp(horizon, now_dt.tzinfo)
+        recent = connection.execute(_recent(), {"since": since}).all()
         needed = {d for j in queued.values() for d in j.depends_on}
-        dependencies = (
-            {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(needed)))}
-            if needed
-            else {}
+        dependencies: dict[int | None, Dependency] = (
+            {j.id: j for j in connection.execute(_dependencies(needed))} if needed else {}
         )
         stored, allocations = gpus.load(session)
         drains = {d.gpu: d for d in maintenance.drains(session)}
@@ -131,13 +128,49 @@ def take(
     return snapshot
 
 
-def _ends_at(job: Job, grace_s: float) -> float | None:
-    limit = job.spec.get("time_limit_s")
+@cache
+def _recent() -> Select[Any]:
+    """The GPU jobs that run, or ended after `:since`: fair share and claims' ends. Built
+    once: every scheduler step runs it."""
+    return select(
+        JOB.c.id,
+        JOB.c.owner,
+        JOB.c.status,
+        JOB.c.gpu_count,
+        JOB.c.started_at,
+        JOB.c.finished_at,
+        JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
+    ).where(
+        JOB.c.started_at.is_not(None),
+        JOB.c.gpu_count > 0,
+        JOB.c.status.in_(ACTIVE) | (JOB.c.finished_at > bindparam("since")),
+    )
+
+
+def _dependencies(ids: set[int]) -> Select[Any]:
+    return select(JOB.c.id, JOB.c.status, JOB.c.reason).where(JOB.c.id.in_(ids))
+
+
+class Dependency(Protocol):
+    """What a job's dependents need to know of it (a `Job`, or a row of these columns)."""
+
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def status(self) -> JobStatus: ...
+    @property
+    def reason(self) -> Reason | None: ...
+
+
+def _ends_at(job: JobRow, grace_s: float) -> float | None:
+    limit = job.time_limit_s
     started = _seconds(job.started_at)
     return None if limit is None or started is None else started + limit + grace_s
 
 
-def failed_dependency(job: QueuedJob | Job, dependencies: dict[int | None, Job]) -> str | None:
+def failed_dependency(
+    job: QueuedJob | Job, dependencies: Mapping[int | None, Dependency]
+) -> str | None:
     """Why `job` can never start, if one of the jobs it depends on will never succeed."""
     for dep_id in job.depends_on:
         dep = dependencies.get(dep_id)
@@ -150,7 +183,7 @@ def failed_dependency(job: QueuedJob | Job, dependencies: dict[int | None, Job])
 
 
 def _not_considered(
-    job: QueuedJob, dependencies: dict[int | None, Job], now: datetime
+    job: QueuedJob, dependencies: Mapping[int | None, Dependency], now: datetime
 ) -> str | None:
     """Why `job` is not considered for placement now (hold, retry back-off, not_before,
     dependency)."""

@@ -3,10 +3,12 @@ import json
 import pytest
 from sqlmodel import select
 
+from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from gpuq.service import jobs
-from gpuq.service.scheduler.ingest import ingest, read_events
+from gpuq.service.scheduler.ingest import new_events, read_events, record
+from gpuq.service.scheduler.running import MemoryRecord, Running
 from gpuq.service.tables import JobMetric
 from tests.conftest import ANA, job_spec
 
@@ -58,8 +60,13 @@ def test_events_set_progress_metrics_and_running(db, tmp_path):
     ]
     path = tmp_path / "events.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in batch))
-    offset, trained = ingest(db, job.id, path, 0)
-    assert offset == path.stat().st_size and trained
+    running = Running(job.id, RunDir(tmp_path), [], MemoryRecord(None))
+    found = new_events(running)
+    assert found is not None
+    events, offset = found
+    assert offset == path.stat().st_size and events.trained
+    with db.write() as session:
+        record(session, {job.id: found})
     job = jobs.get_job(db, job.id)
     assert job.status == JobStatus.running
     assert job.num_replicas == 2

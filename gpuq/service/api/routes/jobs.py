@@ -59,10 +59,10 @@ def submit_job(
     if dry_run:
         response.status_code = status.HTTP_200_OK
         return service.preview(spec, caller)
-    job, created = service.submit(spec, caller, idempotency_key)
-    if not created:
+    stored = service.submit(spec, caller, idempotency_key)
+    if not stored.created:
         response.status_code = status.HTTP_200_OK
-    return JobPublic.of(job)
+    return JobPublic.of(stored.row)
 
 
 @router.get("")

@@ -1,0 +1,110 @@
+"""`place` plans again only when something it plans with changed, or time passed."""
+
+import signal
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus
+from gpuq.service import jobs, maintenance
+from gpuq.service.db import utcnow
+from gpuq.service.gpus import registry
+from gpuq.service.gpus.inventory import discover
+from gpuq.service.gpus.registry import GpuRegistry
+from gpuq.service.scheduler import place, replan
+from gpuq.service.scheduler.loop import Scheduler
+from tests.conftest import ANA, command_spec
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+SLEEP = command_spec("import time; time.sleep(60)", gpus=0)
+
+
+@pytest.fixture
+def scheduler(db, settings, monkeypatch) -> Iterator[Scheduler]:
+    monkeypatch.setattr(replan, "REPLAN_EVERY_S", 3600.0)  # no plan for time alone
+    inventory = discover(settings.gpus)
+    registry.sync(db, inventory)
+    scheduler = Scheduler(
+        db, settings.model_copy(update={"max_cpu_jobs": 1}), GpuRegistry(db, inventory)
+    )
+    yield scheduler
+    for job_id in list(scheduler.books.running):
+        scheduler.books.executor.signal(job_id, signal.SIGKILL)
+    scheduler.books.executor.close()
+
+
+@pytest.fixture
+def plans(monkeypatch) -> list[int]:
+    """Counts the snapshots `place` takes."""
+    taken: list[int] = []
+    take = place.snapshot.take
+
+    def counted(*args, **kwargs):
+        taken.append(1)
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(place.snapshot, "take", counted)
+    return taken
+
+
+def queue(db, spec: dict) -> int:
+    return jobs.create_job(db, spec=JobSpec.model_validate(spec), caller=ANA)[0].id
+
+
+def test_nothing_changed_no_snapshot(db, scheduler, plans):
+    first, second = queue(db, SLEEP), queue(db, SLEEP)
+    scheduler.place()  # the first takes the one CPU slot
+    scheduler.place()  # a job started, and the second's wait reason was written: again
+    assert len(plans) == 2
+    scheduler.place()
+    scheduler.place()
+    assert len(plans) == 2
+    assert jobs.get_job(db, second).wait_reason is not None
+
+    third = queue(db, SLEEP)  # a submit
+    scheduler.place()
+    scheduler.place()  # its wait reason
+    assert jobs.get_job(db, third).queue_position == 2
+    count = len(plans)
+    jobs.set_held(db, second, ANA, held=True)  # a change to a queued job
+    scheduler.place()
+    assert len(plans) == count + 1
+    assert jobs.get_job(db, second).wait_reason.startswith("held")
+
+    with db.write() as session:  # the first ends: a slot is free once it is reaped
+        jobs.transition(session, first, JobStatus.cancelled)
+    scheduler.books.executor.signal(first, signal.SIGKILL)
+    scheduler.books.running.pop(first)
+    scheduler.place()
+    assert jobs.get_job(db, third).status == JobStatus.starting
+
+
+def test_a_job_waiting_for_a_moment_is_planned_when_it_falls_due(db, scheduler, plans):
+    soon = utcnow() + timedelta(seconds=0.5)
+    job_id = queue(db, {**SLEEP, "not_before": soon.isoformat()})
+    scheduler.place()
+    scheduler.place()  # its wait reason was written
+    count = len(plans)
+    scheduler.place()
+    assert len(plans) == count
+    assert jobs.get_job(db, job_id).status == JobStatus.queued
+    time.sleep(0.6)
+    scheduler.place()
+    assert len(plans) == count + 1
+    assert jobs.get_job(db, job_id).status == JobStatus.starting
+
+
+def test_an_admins_drain_is_planned_at_once(db, scheduler, plans):
+    queue(db, SLEEP)
+    waiting = queue(db, SLEEP)
+    scheduler.place()
+    scheduler.place()
+    count = len(plans)
+    maintenance.drain(db, None, "new disks", "ana")
+    scheduler.place()
+    assert len(plans) == count + 1
+    assert "new disks" in jobs.get_job(db, waiting).wait_reason
