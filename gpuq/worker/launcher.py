@@ -28,10 +28,8 @@ import os
 import selectors
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
-from gpuq.contract.account import Account
 from gpuq.worker import runner
 from gpuq.worker.warm_pool import WarmPool
 
@@ -42,21 +40,8 @@ def _child(request: dict[str, Any], ready: int) -> int:
     """Runs in the forked child: becomes the job's runner; returns its exit code."""
     os.setsid()
     os.write(ready, b".")  # the session exists: signals to its group now reach it
-    if request.get("run_as"):
-        Account.from_json(request["run_as"]).become()
-    run_dir = Path(request["run_dir"])
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(
-        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
-    )
-    os.dup2(devnull, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the launcher's pipes and pidfds
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(run_dir)
-    return runner.main(["gpuq.worker.runner", str(run_dir)])
+    run = runner.become(request)
+    return runner.main(["gpuq.worker.runner", str(run.path)])
 
 
 def spawn(request: dict[str, Any]) -> int:

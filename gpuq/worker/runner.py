@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from gpuq.contract.account import Account
 from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.exits import ExitCode
 from gpuq.contract.processes import process_start_ticks
@@ -64,6 +66,31 @@ def main(argv: list[str]) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
     return supervise(run, child, began=began, running_at_start=plan["running_at_start"])
+
+
+def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
+    """Makes this freshly forked process the runner a launcher request describes: the
+    owner's account, output to the job's log, its environment, its run directory; every
+    file but stdio (and `keep`) closed: the launcher's pipes, pidfds and sockets."""
+    if request.get("run_as"):
+        Account.from_json(request["run_as"]).become()
+    run_dir = Path(request["run_dir"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(
+        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    for fd, target in ((devnull, 0), (log, 1), (log, 2)):
+        os.dup2(fd, target)
+    last = os.sysconf("SC_OPEN_MAX")
+    if keep is None:
+        os.closerange(3, last)
+    else:
+        os.closerange(3, keep)
+        os.closerange(keep + 1, last)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(run_dir)
+    return RunDir(run_dir)
 
 
 def survive_group_signals() -> None:

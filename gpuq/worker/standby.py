@@ -18,11 +18,9 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from gpuq.contract.account import Account
-from gpuq.contract.rundir import RunDir, write_json_atomic
+from gpuq.contract.rundir import write_json_atomic
 from gpuq.worker import runner
 from gpuq.worker.launch_plan import launch_plan
 
@@ -58,7 +56,7 @@ def main(control: socket.socket) -> int:
     # file number that a file of the job has been given since.
     control.close()
     worker.stdout.close()
-    run = _become_runner(request, keep=worker.stdin.fileno())
+    run = runner.become(request, keep=worker.stdin.fileno())
     plan = launch_plan(run, dict(os.environ))
     if plan["argv"][1:3] != ["-m", "gpuq.worker.train"]:  # not a builtin job
         worker.kill()
@@ -96,26 +94,6 @@ def _wait_for_job(control: socket.socket, worker: "subprocess.Popen[bytes]") -> 
                     return None
                 pending += chunk
     return json.loads(pending.split(b"\n", 1)[0])
-
-
-def _become_runner(request: dict[str, Any], keep: int) -> RunDir:
-    """What a cold runner is when the launcher forks it: the owner's account, output to
-    the job's log, its environment, its run directory; every other file closed."""
-    if request.get("run_as"):
-        Account.from_json(request["run_as"]).become()
-    run_dir = Path(request["run_dir"])
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(
-        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
-    )
-    for fd, target in ((devnull, 0), (log, 1), (log, 2)):
-        os.dup2(fd, target)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(run_dir)
-    return RunDir(run_dir)
 
 
 def _end(worker: "subprocess.Popen[bytes]", why: str | None) -> int:
