@@ -27,6 +27,8 @@ from gpuq.worker.launch_plan import launch_plan
 WARM = (sys.executable, "-m", "gpuq.worker.warm")
 #: how far a warming process steps back for running jobs (undone when it takes a job)
 WARMING_NICENESS = 10
+#: capabilities(7): the right to lower a niceness again, which root in a container lacks
+CAP_SYS_NICE = 23
 
 
 def main(control: socket.socket) -> int:
@@ -38,7 +40,7 @@ def main(control: socket.socket) -> int:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        preexec_fn=_step_back if os.geteuid() == 0 else None,
+        preexec_fn=_step_back if can_step_forward() else None,
     )
     assert worker.stdin is not None and worker.stdout is not None
     if worker.stdout.readline().strip() != b"ready":
@@ -73,9 +75,20 @@ def main(control: socket.socket) -> int:
     return runner.supervise(run, worker, began=began, running_at_start=False)
 
 
+def can_step_forward() -> bool:
+    """Whether this process may lower a niceness again: root on a host, but not root in a
+    container, whose capabilities leave out CAP_SYS_NICE by default."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_NICE & 1)
+    return False
+
+
 def _step_back() -> None:
     """Runs in the warm process before it starts: importing TensorFlow (seconds of CPU)
-    yields to the jobs that run now. Only root can take the step back again."""
+    yields to the jobs that run now. Only if the step back can be undone when it takes a
+    job (`can_step_forward`): a job must not run niced."""
     os.nice(WARMING_NICENESS)
 
 

@@ -42,8 +42,7 @@ def main() -> int:
 
 def take(job: dict[str, Any]) -> int:
     """Becomes the process of the job `job` describes and trains it; its exit code."""
-    if os.geteuid() == 0:
-        _step_forward()
+    _step_forward()
     os.environ.clear()
     os.environ.update(job["env"])
     if job.get("run_as"):
@@ -64,9 +63,12 @@ def take(job: dict[str, Any]) -> int:
 
 
 def _step_forward() -> None:
-    """Undoes the step back the warm process took while importing (`standby`): every
-    thread back at its runner's niceness, as a cold job's process would be."""
+    """Undoes the step back the warm process took while importing, if it took one
+    (`standby`): every thread back at its runner's niceness, as a cold job's process
+    would be."""
     niceness = os.getpriority(os.PRIO_PROCESS, os.getppid())
+    if os.getpriority(os.PRIO_PROCESS, 0) == niceness:
+        return
     for thread in os.listdir("/proc/self/task"):
         os.setpriority(os.PRIO_PROCESS, int(thread), niceness)
 

@@ -2,6 +2,7 @@
 
 import ipaddress
 import logging
+import signal
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -140,6 +141,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     )
     sockets = []
     path = settings.socket_path
+    signal.signal(signal.SIGTERM, _stop)
     try:
         sockets.append(config.bind_socket())
         if path is not None:
@@ -150,11 +152,19 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
                 log.warning("no local login socket at %s: %s", path, exc)
         uvicorn.Server(config).run(sockets=sockets)
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping already: let it finish
         for sock in sockets:
             sock.close()
         if len(sockets) > 1 and path is not None:
             path.unlink(missing_ok=True)
         service.close()
+
+
+def _stop(signum: int, frame: object) -> NoReturn:
+    """SIGTERM (`systemctl stop`, `docker stop`) outside uvicorn's own handler: before it
+    serves, and after, when uvicorn raises again the signal that stopped it. Unwinds, so
+    that the service closes (scheduler, launcher, socket) and gpuq exits 0."""
+    raise SystemExit(0)
 
 
 def _fail(message: str) -> NoReturn:
