@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format bench clean chromium slurm postgresql gpu-check gpu-wheels
+.PHONY: run test lint format bench clean chromium slurm postgresql deploy-tools gpu-check \
+	gpu-wheels
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -56,7 +57,19 @@ postgresql:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		scripts/ensure-command initdb postgresql "the PostgreSQL tests"
 
-test: lint chromium slurm postgresql
+# The deployment tests (tests/deploy/) build and run the container image on a Docker daemon
+# of their own (docker.io) with a base image made by debootstrap, check docker-compose.yml
+# with compose itself (Debian packages compose v1, `docker-compose`) and deploy/gpuq.service
+# with systemd-analyze. capsh: the warm workers' test drops a capability as Docker does.
+deploy-tools:
+	@export PATH="$$PATH:/usr/sbin:/sbin"; \
+	scripts/ensure-command dockerd docker.io "the container image's test" && \
+	scripts/ensure-command debootstrap debootstrap "the container image's base" && \
+	scripts/ensure-command docker-compose docker-compose "the compose file's check" && \
+	scripts/ensure-command systemd-analyze systemd "the systemd unit's check" && \
+	scripts/ensure-command capsh libcap2-bin "the standby runners' test"
+
+test: lint chromium slurm postgresql deploy-tools
 	$(BIN)/pytest
 
 # The quick versions (a few minutes on 2 cores); each prints its table. BENCHMARKS.md has

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -21,9 +22,18 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, home: Path, database_url: str | None = None) -> None:
-        """`database_url`: None for SQLite in `home`."""
+    def __init__(
+        self,
+        home: Path,
+        database_url: str | None = None,
+        gpuq: Sequence[str] = GPUQ,
+        cwd: Path | None = None,
+    ) -> None:
+        """`database_url`: None for SQLite in `home`; `gpuq`: the command that runs gpuq's
+        CLI (another installation's `bin/gpuq`), in `cwd`."""
         self.home = home
+        self.gpuq = list(gpuq)
+        self.cwd = cwd
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db_url = database_url or f"sqlite:///{home / 'gpuq.db'}"
@@ -42,7 +52,11 @@ class Server:
     def start(self, *args: str) -> None:
         with open(self.home.parent / "serve.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [*GPUQ, "serve", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT
+                [*self.gpuq, "serve", *args],
+                env=self.env,
+                cwd=self.cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -60,7 +74,12 @@ class Server:
 
     def cli(self, *args: str) -> str:
         done = subprocess.run(
-            [*GPUQ, *args], env=self.env, capture_output=True, text=True, timeout=60
+            [*self.gpuq, *args],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout
