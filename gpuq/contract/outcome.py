@@ -103,7 +103,8 @@ def classify(
     if exit_info.get("spawn_error"):
         return Outcome(JobStatus.failed, Reason.launch_error, exit_info["spawn_error"], code)
     if code == 0:
-        return Outcome(JobStatus.succeeded, None, "trained and saved", 0)
+        said = "trained and saved" if builtin else "the program exited with code 0"
+        return Outcome(JobStatus.succeeded, None, said, 0)
     if code is None and exit_info.get("oom_killed"):
         return Outcome(
             JobStatus.failed,

@@ -9,6 +9,17 @@ def judge(exit_info, detail=None, stop=None, limit=None):
 def test_exit_zero_succeeds():
     outcome = judge({"exit_code": 0, "signal": None})
     assert (outcome.status, outcome.reason, outcome.exit_code) == (JobStatus.succeeded, None, 0)
+    assert outcome.message == "trained and saved"
+
+
+def test_a_command_that_exits_zero_succeeds_without_claiming_a_model():
+    outcome = classify(
+        exit_info={"exit_code": 0}, detail=None, stop_reason=None, time_limit_s=None, builtin=False
+    )
+    assert (outcome.status, outcome.message) == (
+        JobStatus.succeeded,
+        "the program exited with code 0",
+    )
 
 
 def test_a_missing_exit_record_means_the_worker_was_lost():
