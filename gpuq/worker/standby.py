@@ -24,7 +24,7 @@ from gpuq.contract.rundir import write_json_atomic
 from gpuq.worker import runner
 from gpuq.worker.launch_plan import launch_plan
 
-WARM = (sys.executable, "-m", "gpuq.worker.warm")
+WARM = (sys.executable, "-P", "-m", "gpuq.worker.warm")
 #: how far a warming process steps back for running jobs (undone when it takes a job)
 WARMING_NICENESS = 10
 #: capabilities(7): the right to lower a niceness again, which root in a container lacks

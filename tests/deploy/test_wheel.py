@@ -167,6 +167,7 @@ def test_the_sdist_and_the_wheel_hold_every_file_of_the_package(dist):
     assert not missing, f"{dist.wheel.name} lacks {missing}"
     missing = sorted(expected - in_sdist)
     assert not missing, f"{dist.sdist.name} lacks {missing}"
+    assert not sorted(n for n in in_sdist if n.startswith("tests/")), "tests in the sdist"
     # Nothing else installs: no tests, no caches.
     extra = sorted(n for n in in_wheel - expected if not n.split("/")[0].endswith(".dist-info"))
     assert not extra, f"{dist.wheel.name} has files gpuq does not: {extra}"

@@ -1,6 +1,7 @@
 """SIGTERM, as `systemctl stop` and `docker stop` send it, stops `gpuq serve` cleanly: it
 closes the service (scheduler, launcher, login socket) and exits 0, while the jobs it
-started go on and the next `gpuq serve` adopts them."""
+started go on and the next `gpuq serve` adopts them. Health checks, which containers ask
+every 30 s, stay out of the access log."""
 
 import json
 import os
@@ -48,8 +49,12 @@ def test_sigterm_closes_the_service_and_exits_0_but_leaves_jobs_running(tmp_path
     server.wait(job_id, {"running"})
     runner = json.loads((tmp_path / f"gpuq/runs/{job_id}/1/runner.json").read_text())
 
+    for _ in range(3):  # as a container's HEALTHCHECK would
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(timeout=30) == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert '"POST /v1/jobs HTTP/1.1" 201' in log and "GET /healthz" not in log, log
     assert not socket.exists()  # the service closed; uvicorn's re-raise did not kill it first
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in launchers):

@@ -139,6 +139,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         # one open `curl -N` would keep a stopping server up forever.
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
+    logging.getLogger("uvicorn.access").addFilter(_quiet_health_checks)
     sockets = []
     path = settings.socket_path
     signal.signal(signal.SIGTERM, _stop)
@@ -158,6 +159,14 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         if len(sockets) > 1 and path is not None:
             path.unlink(missing_ok=True)
         service.close()
+
+
+def _quiet_health_checks(record: logging.LogRecord) -> bool:
+    """Leaves out uvicorn's access line of a `/healthz` that answered 200: a container's
+    HEALTHCHECK asks every 30 s. A failed check is still logged."""
+    args = record.args
+    # uvicorn's access line: (client, method, path and query, HTTP version, status)
+    return not (isinstance(args, tuple) and len(args) == 5 and args[2:5:2] == ("/healthz", 200))
 
 
 def _stop(signum: int, frame: object) -> NoReturn:

@@ -31,7 +31,7 @@ class ProbeChild:
     def __init__(self, *args: str, env: Mapping[str, str]) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in __exit__)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gpuq.worker.probe", *args],
+            [sys.executable, "-P", "-m", "gpuq.worker.probe", *args],
             env=dict(env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -47,7 +47,7 @@ class Launcher:
     def start(self) -> None:
         self._replies = queue.Queue()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuq.worker.launcher", f"--warm={self.warm}"],
+            [sys.executable, "-P", "-m", "gpuq.worker.launcher", f"--warm={self.warm}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it

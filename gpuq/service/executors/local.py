@@ -97,7 +97,7 @@ class LocalExecutor:
         fd = os.open(run.log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)  # the job's file
         with open(fd, "ab") as output:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuq.worker.runner", str(run.path)],
+                [sys.executable, "-P", "-m", "gpuq.worker.runner", str(run.path)],
                 env=env,
                 cwd=run.path,
                 stdin=subprocess.DEVNULL,

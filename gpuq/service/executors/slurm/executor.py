@@ -158,7 +158,8 @@ class SlurmExecutor:
         script.write_text(
             "#!/bin/sh\n"
             "# gpuq's runner is the batch step: it starts the job and writes exit.json.\n"
-            f"exec {shlex.quote(self.python)} -m gpuq.worker.runner {shlex.quote(str(run.path))}\n"
+            f"exec {shlex.quote(self.python)} -P -m gpuq.worker.runner "
+            f"{shlex.quote(str(run.path))}\n"
         )
         script.chmod(0o755)
         return script
