@@ -4,12 +4,19 @@ the judging of GPU probes with the NVML stand-in (no GPU here)."""
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.rundir import RunDir, read_json
+from gpuq.contract.runspec import RunSpec
+from gpuq.contract.spec import JobSpec
 from gpuq.service.cli.app import main
 from gpuq.service.doctor.frameworks import Framework, framework_checks
 from gpuq.service.doctor.gpu_probes import (
@@ -20,6 +27,8 @@ from gpuq.service.doctor.gpu_probes import (
     judge_released,
     probe,
 )
+from gpuq.service.doctor.processes import facts
+from gpuq.service.executors.launcher import Launcher
 from gpuq.service.gpus import inventory as inventory_module
 from tests.fakes import FakeNvml
 
@@ -252,3 +261,31 @@ def test_each_framework_is_judged_by_what_it_sees(found, status, detail):
 def test_no_framework_at_all_fails():
     checks = framework_checks([Framework("torch", False)], gpus=1, simulated=False)
     assert checks[-1].name == "frameworks" and checks[-1].status == "fail"
+
+
+def test_a_job_whose_runner_the_launcher_forked_is_known_as_gpuq_s(tmp_path):
+    """A forked runner keeps the launcher's command line; its run directory is its working
+    directory, and that names the job."""
+    run = RunDir(tmp_path / "runs" / "5" / "1")
+    run.create()
+    spec = JobSpec(kind="command", command={"argv": ["sleep", "30"]})
+    run.spec.write_text(
+        RunSpec(job_id=5, attempt=1, spec=spec, devices=DevicePlan.cpu()).model_dump_json()
+    )
+    ended = threading.Event()
+    launcher = Launcher(ended.set)
+    launcher.start()
+    try:
+        runner_pid = launcher.spawn(run.path, dict(os.environ))
+        deadline = time.monotonic() + 10
+        while not run.runner.exists():
+            assert time.monotonic() < deadline, "the runner never started the job"
+            time.sleep(0.01)
+        train_pid = read_json(run.runner)["train_pid"]
+        assert facts(train_pid, 100).job_id == 5
+        assert facts(runner_pid, 100).job_id == 5
+        assert facts(os.getpid(), 100).job_id is None  # this test's process: foreign
+    finally:
+        os.killpg(runner_pid, signal.SIGKILL)
+        ended.wait(10)
+        launcher.stop()

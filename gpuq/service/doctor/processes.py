@@ -1,6 +1,7 @@
 """Who a GPU's processes are: their user, command line, and the gpuq job they belong to,
 read from /proc (NVML gives pids alone)."""
 
+import os
 import pwd
 import re
 from dataclasses import dataclass
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from gpuq.contract.processes import process_group
 
-#: A runner's command line ends in its run directory: `.../runs/<job>/<attempt>`.
+#: A runner's run directory, `.../runs/<job>/<attempt>`: the end of its command line, or its
+#: working directory when the launcher forked it (and it kept the launcher's command line).
 _RUN_DIR = re.compile(r"/runs/(\d+)/\d+/?$")
 COMMAND_CHARS = 120
 
@@ -59,7 +61,13 @@ def _job_of(pid: int) -> int | None:
     except OSError:
         return None
     words = [a.decode(errors="replace") for a in argv if a]
-    if "gpuq.worker.runner" not in words:
+    if "gpuq.worker.runner" in words:
+        match = _RUN_DIR.search(words[-1])
+    elif "gpuq.worker.launcher" in words:
+        try:
+            match = _RUN_DIR.search(os.readlink(f"/proc/{group}/cwd"))
+        except OSError:
+            return None
+    else:
         return None
-    match = _RUN_DIR.search(words[-1])
     return int(match.group(1)) if match else None
