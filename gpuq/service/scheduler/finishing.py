@@ -41,23 +41,13 @@ _JUDGED = (
 
 def settle(books: Books) -> None:
     """The `ingest` and `reap` steps in one write transaction: every running job's new
-    events, then the exits (none if nothing was written or ended)."""
-    _settle(books, everyone=True)
-
-
-def reap(books: Books) -> None:
-    """Judges every job whose processes have exited (with its last events), and frees its
-    GPUs."""
-    _settle(books, everyone=False)
-
-
-def _settle(books: Books, *, everyone: bool) -> None:
+    events, then the exits with their jobs' last events, judged; their GPUs drain (no
+    transaction if nothing was written or ended)."""
     ended = _ended(books)
     # Read after the exits are known, so an ended job's events are all there; and before
     # the write lock is taken: nothing else writes these files now.
     found = ingest.read_new([r for r, _ in ended])
-    if everyone:
-        found.update(ingest.read_new(list(books.running.values())))
+    found.update(ingest.read_new(list(books.running.values())))
     if not ended and not found:
         return
     tails = {r.job_id: tail_log(r.run.log) for r, _ in ended}

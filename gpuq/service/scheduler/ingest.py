@@ -143,14 +143,3 @@ def advance(books: Books, found: Found) -> None:
         running.offset = end
         if events.trained:
             running.activity.last_step = now
-
-
-def ingest_running(books: Books) -> None:
-    """The step alone: every running job's new events, in one write transaction (none if
-    no job wrote a complete line). The loop runs it with `reap` (`finishing.settle`)."""
-    found = read_new(list(books.running.values()))
-    if not found:
-        return
-    with books.db.write() as session:
-        record(session, found)
-    advance(books, found)

@@ -41,9 +41,8 @@ from gpuq.service.public import Preview
 from gpuq.service.scheduler.caps import CapGuard
 from gpuq.service.scheduler.drain import drain
 from gpuq.service.scheduler.enforce import enforce, stop_overdue
-from gpuq.service.scheduler.finishing import reap, settle
+from gpuq.service.scheduler.finishing import settle
 from gpuq.service.scheduler.handover import follow, hand_over
-from gpuq.service.scheduler.ingest import ingest_running
 from gpuq.service.scheduler.lock import SchedulerLock, SchedulerLocked
 from gpuq.service.scheduler.place import Placer
 from gpuq.service.scheduler.running import Activity, Books, MemoryRecord, Running
@@ -179,12 +178,6 @@ class Scheduler:
             if executor.adopt(job_id, attempt + 1, None):
                 log.warning("job %d: killing a runner whose start was never recorded", job_id)
                 executor.signal(job_id, signal.SIGKILL)
-
-    def ingest(self) -> None:
-        ingest_running(self.books)
-
-    def reap(self) -> None:
-        reap(self.books)
 
     def ingest_and_reap(self) -> None:
         """`ingest` then `reap`, in one write transaction."""

@@ -50,7 +50,7 @@ def test_a_job_left_starting_without_a_runner_is_lost_and_frees_its_gpu(db, sche
         jobs.transition(session, job_id, JobStatus.starting, assigned_gpus=[0], attempt=1)
         session.add(Allocation(job_id=job_id, gpu_index=0, memory_mb=None))
     scheduler.reconcile()
-    scheduler.reap()
+    scheduler.ingest_and_reap()
     job = jobs.get_job(db, job_id)
     assert (job.status, job.reason) == (JobStatus.failed, Reason.worker_lost)
     with db.read() as session:

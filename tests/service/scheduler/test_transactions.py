@@ -104,7 +104,7 @@ def test_a_start_that_does_not_commit_kills_its_runners(db, scheduler, commits):
 
 
 def _reaped(scheduler: Scheduler) -> bool:
-    scheduler.reap()
+    scheduler.ingest_and_reap()
     return not scheduler.books.disowned
 
 
@@ -115,7 +115,7 @@ def test_reaping_two_exits_is_one_commit(db, scheduler, commits):
     pids = [jobs.get_job(db, i).runner_pid for i in (ok, failed)]
     until(lambda: all(gone(pid) for pid in pids if pid is not None))
     commits.clear()
-    scheduler.reap()
+    scheduler.ingest_and_reap()
     assert len(commits) == 1
     assert jobs.get_job(db, ok).status == JobStatus.succeeded
     job = jobs.get_job(db, failed)
@@ -135,14 +135,14 @@ def test_ingest_writes_every_jobs_events_in_one_commit_and_skips_files_that_did_
         with open(path, "a") as f:
             f.write(json.dumps({"event": "started", "num_replicas": 1}) + "\n")
     commits.clear()
-    scheduler.ingest()
+    scheduler.ingest_and_reap()
     assert len(commits) == 1
     for job_id in (first, second):
         job = jobs.get_job(db, job_id)
         assert (job.status, job.num_replicas) == (JobStatus.running, 1)
     reads: list[object] = []
     monkeypatch.setattr(ingest, "read_events", lambda *a: reads.append(a) or ([], 0))
-    scheduler.ingest()
+    scheduler.ingest_and_reap()
     assert (len(commits), reads) == (1, [])
 
 
