@@ -75,22 +75,35 @@ def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
     if request.get("run_as"):
         Account.from_json(request["run_as"]).become()
     run_dir = Path(request["run_dir"])
+    output_to_log(run_dir)
+    close_inherited(keep)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(run_dir)
+    return RunDir(run_dir)
+
+
+def output_to_log(run_dir: Path) -> None:
+    """Standard output and error to the job's `output.log` (made the caller's, 0600, if it
+    is not there yet), standard input from /dev/null."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(
         run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
     )
     for fd, target in ((devnull, 0), (log, 1), (log, 2)):
         os.dup2(fd, target)
+    os.close(log)
+    os.close(devnull)
+
+
+def close_inherited(keep: int | None = None) -> None:
+    """Closes every file of a forked process but stdio (and `keep`)."""
     last = os.sysconf("SC_OPEN_MAX")
     if keep is None:
         os.closerange(3, last)
     else:
         os.closerange(3, keep)
         os.closerange(keep + 1, last)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(run_dir)
-    return RunDir(run_dir)
 
 
 def survive_group_signals() -> None:

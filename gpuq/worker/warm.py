@@ -25,7 +25,7 @@ from keras import callbacks  # noqa: F401
 
 from gpuq.contract.account import Account
 from gpuq.progress import GpuqProgress  # noqa: F401
-from gpuq.worker import architectures, data, step_watchdog, train  # noqa: F401
+from gpuq.worker import architectures, data, runner, step_watchdog, train  # noqa: F401
 
 #: prctl(2): make a process that changed its uid debuggable by its new owner again, as
 #: exec would (a cold job's process can be traced and read by its owner; so can this one)
@@ -50,13 +50,7 @@ def take(job: dict[str, Any]) -> int:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         _keras_settings()
     run_dir = Path(job["run_dir"])
-    log = os.open(run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.close(devnull)
+    runner.output_to_log(run_dir)  # already there: its standby runner made it
     os.chdir(run_dir)
     sys.argv = ["gpuq.worker.train", str(run_dir)]
     return train.main(sys.argv)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuq.worker import standby
+from gpuq.worker import runner, standby
 
 PACKAGE = Path(__file__).resolve().parent.parent  # gpuq
 #: how often the pool looks for new code on disk while it waits
@@ -207,8 +207,7 @@ def _detach(keep: int) -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    runner.close_inherited(keep)
 
 
 def _watched(selector: selectors.BaseSelector, fileobj: Any) -> bool:
