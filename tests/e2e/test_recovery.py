@@ -4,11 +4,11 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import command_spec, ended, job_spec, wait_for
+from tests.processes import gone
 
 pytestmark = pytest.mark.e2e
 #: What the database is in the middle of: judging an exit, requeueing, metrics per epoch.
@@ -28,14 +28,6 @@ def runner_info(settings, job_id: int, attempt: int = 1) -> dict:
         assert time.monotonic() < deadline, "the runner never wrote runner.json"
         time.sleep(0.05)
     return json.loads(path.read_text())
-
-
-def gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"
 
 
 @BOTH

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.e2e.server import Server
+from tests.processes import gone
 
 
 def children(pid: int) -> list[int]:
@@ -26,14 +27,6 @@ def children(pid: int) -> list[int]:
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             found.append(int(entry.name))
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def test_sigterm_closes_the_service_and_exits_0_but_leaves_jobs_running(tmp_path):
@@ -57,10 +50,10 @@ def test_sigterm_closes_the_service_and_exits_0_but_leaves_jobs_running(tmp_path
     assert '"POST /v1/jobs HTTP/1.1" 201' in log and "GET /healthz" not in log, log
     assert not socket.exists()  # the service closed; uvicorn's re-raise did not kill it first
     deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in launchers):
+    while not all(gone(pid) for pid in launchers):
         assert time.monotonic() < deadline, "the launcher outlived gpuq serve"
         time.sleep(0.1)
-    assert alive(runner["runner_pid"]), "stopping gpuq serve ended a running job"
+    assert not gone(runner["runner_pid"]), "stopping gpuq serve ended a running job"
 
     server.start()
     assert server.wait(job_id, {"succeeded", "failed"}, timeout_s=60)["status"] == "succeeded"

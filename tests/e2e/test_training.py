@@ -4,12 +4,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.conftest import ended, job_spec, wait_for
+from tests.processes import gone
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,7 @@ def test_cancel_stops_a_running_job_and_frees_its_gpu(client, settings):
     assert (settings.runs_dir / str(job_id) / "1" / "artifacts" / "model.keras").exists()
     runner = json.loads((settings.runs_dir / str(job_id) / "1" / "runner.json").read_text())
     for pid in (runner["runner_pid"], runner["train_pid"]):
-        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"pid {pid} still runs"
+        assert gone(pid), f"pid {pid} still runs"
     assert client.get("/v1/gpus").json()[running["assigned_gpus"][0]]["state"] == "free"
     assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 409
 
@@ -150,13 +150,6 @@ def test_npz_data_trains_and_a_worker_error_is_explained(client, tmp_path):
     assert "FileNotFoundError" in job["message"]
     assert any("FileNotFoundError" in line for line in job["log_tail"])
     assert job["exit_code"] == 1
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def test_a_cnn_on_one_gpu_split_into_two_virtual_gpus(client, settings):

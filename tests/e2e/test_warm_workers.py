@@ -18,6 +18,7 @@ from gpuq.service.executors import LocalExecutor
 from gpuq.service.runtime import Service
 from gpuq.worker import warm_pool
 from tests.conftest import ended, job_spec, wait_for
+from tests.processes import gone
 
 pytestmark = pytest.mark.e2e
 
@@ -57,14 +58,6 @@ def run_files(service: Service, job: dict[str, Any]) -> dict[str, Any]:
         "runner": json.loads((run / "runner.json").read_text()),
         "started": next((e for e in events if e["event"] == "started"), None),
     }
-
-
-def gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"
 
 
 def test_a_warm_job_sees_exactly_its_devices_and_cap_and_its_worker_is_used_once(warm):
