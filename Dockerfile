@@ -1,5 +1,5 @@
 # gpuq's image: `docker compose up -d` on a GPU host with the NVIDIA container toolkit
-# (README: "Run it in a container"). Two stages: the first installs gpuq and its
+# (docs/operators/container.md). Two stages: the first installs gpuq and its
 # dependencies into a virtualenv at /opt/gpuq, the second is the base image and that
 # virtualenv alone, so no build tools, wheels or pip caches end up in the image.
 #
@@ -32,6 +32,9 @@ print("\n".join(p["dependencies"] + p["optional-dependencies"][sys.argv[1]] \
 + p["optional-dependencies"]["postgres"]))' "${EXTRA}" > requirements.txt \
  && /opt/gpuq/bin/pip install --requirement requirements.txt
 COPY gpuq ./gpuq
+COPY service ./service
+COPY worker ./worker
+COPY migrations ./migrations
 RUN /opt/gpuq/bin/pip install --no-deps . && /opt/gpuq/bin/pip check
 
 FROM ${BASE}
@@ -55,4 +58,4 @@ USER root
 # `gpuq serve` brings the database's schema up to date (the migrations) before it serves.
 CMD ["gpuq", "serve"]
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
-    CMD ["python3", "-m", "gpuq.service.healthcheck"]
+    CMD ["python3", "-P", "-m", "service.healthcheck"]

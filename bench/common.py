@@ -71,7 +71,7 @@ def gpuq_server(
             "GPUQ_ALLOW_ROOT_JOBS": "1",  # benchmarks may run as root, as on a one-user box
             **env,
         }
-        argv = [PYTHON, "-m", "gpuq.service.cli.main", "serve", *args]
+        argv = [PYTHON, "-m", "service.cli.main", "serve", *args]
         with serving(argv, port, "/healthz", environ) as url:
             yield url
 

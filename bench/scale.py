@@ -17,10 +17,10 @@ from typing import Any
 
 from bench.common import gpuq_server, table, wrk
 from gpuq.contract.spec import JobSpec
-from gpuq.service import migrate
-from gpuq.service.db import Database
-from gpuq.service.jobs import create_job
-from gpuq.service.users import OPEN
+from service.jobs import create_job
+from service.store import migrate
+from service.store.db import Database
+from service.team.users import OPEN
 
 SPEC = {"name": "scale", "kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
 COPIED = [

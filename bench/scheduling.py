@@ -29,10 +29,10 @@ from pathlib import Path
 
 from bench.common import table
 from bench.scale import populate
-from gpuq.service.runtime import Service
-from gpuq.service.scheduler.fairshare import Interval, decayed_usage
-from gpuq.service.scheduler.placement import Claim, GpuSlot, Request, plan
-from gpuq.service.settings import Settings
+from service.runtime import Service
+from service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.placement import Claim, GpuSlot, Request, plan
+from service.settings import Settings
 
 GPUS = 8
 GPU_MB = 80 * 1024
@@ -100,7 +100,7 @@ Policy = Callable[
 
 
 def gpuq_policy(outcome: Outcome, finished: list[Interval]) -> Policy:
-    """Calls `gpuq.service.scheduler.placement.plan` as the scheduler does, fair share included."""
+    """Calls `service.scheduler.placement.plan` as the scheduler does, fair share included."""
 
     def decide(
         now: float,

@@ -6,9 +6,10 @@ What users import comes from here:
 
 `Gpuq` is the Python client (`gpuq.client`), `JobSpec` the job spec (`gpuq.contract.spec`),
 `GpuqProgress` the Keras callback that reports progress (`gpuq.progress`). They load on
-first use, so `import gpuq.worker.runner` (every job's start) stays cheap.
-The service (`gpuq.service`), the worker (`gpuq.worker`) and the run contract between
-them (`gpuq.contract`) are gpuq's own: docs/ARCHITECTURE.md.
+first use, so a job's start (`worker.runner`, which imports `gpuq.contract`) stays cheap.
+The run contract between gpuq's service and worker (`gpuq.contract`) and the caps a job's
+process applies (`gpuq.caps`) live here too; the service (`service`) and the worker
+(`worker`) are packages of their own beside this one: docs/ARCHITECTURE.md.
 """
 
 from importlib import import_module

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gpuq.service import migrate
-from gpuq.service.api.app import create_app
-from gpuq.service.db import Database
-from gpuq.service.runtime import Service
-from gpuq.service.settings import Settings
-from gpuq.service.users import Caller
+from service.api.app import create_app
+from service.runtime import Service
+from service.settings import Settings
+from service.store import migrate
+from service.store.db import Database
+from service.team.users import Caller
 from tests.postgres import Cluster, running_cluster
 
 ANA = Caller("ana", admin=False)

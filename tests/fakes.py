@@ -2,7 +2,7 @@
 
 import threading
 
-from gpuq.service.gpus.nvml import DeviceReading, DriverFacts, GpuFacts, ProcessReading
+from service.gpus.nvml import DeviceReading, DriverFacts, GpuFacts, ProcessReading
 
 
 class FakeNvml:

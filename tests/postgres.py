@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psycopg
 
-from gpuq.service import migrate
-from gpuq.service.db import Database
+from service.store import migrate
+from service.store.db import Database
 from tests.e2e.server import free_port
 
 #: What a throwaway cluster may skip (it is not meant to survive a crash of the machine);

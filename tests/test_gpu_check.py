@@ -43,7 +43,7 @@ def test_the_wheels_run_gpuq_serve_in_a_bare_interpreter(tmp_path):
         "GPUQ_GPUS": "sim:1",
         "GPUQ_PORT": str(port),
     }
-    gpuq = [str(bare / "bin" / "python"), "-m", "gpuq.service.cli.main"]
+    gpuq = [str(bare / "bin" / "python"), "-m", "service.cli.main"]
     added = subprocess.run([*gpuq, "users", "add", "ana"], env=env, capture_output=True, text=True)
     assert added.returncode == 0, added.stderr
     token = added.stdout.strip().splitlines()[-1]

@@ -1,6 +1,27 @@
 """Host processes as both sides see them: start times (for pid reuse) and process groups."""
 
 import os
+from collections.abc import Sequence
+
+#: The modules the service starts worker code by (`python -P -m MODULE ...`): the launcher,
+#: which forks a runner per job, and a runner started on its own. The doctor knows a job's
+#: processes by them.
+LAUNCHER_MODULE = "worker.launcher"
+RUNNER_MODULE = "worker.runner"
+
+
+def started_module(argv: Sequence[str]) -> str | None:
+    """The module a Python command line runs (`python [-P] -m MODULE ...`), or None for a
+    script, `-c` or no Python at all: words after those are the program's own."""
+    words = iter(argv[1:])
+    for word in words:
+        if word == "-m":
+            return next(words, None)
+        if word in ("-X", "-W"):
+            next(words, None)  # the option's value
+        elif word == "-c" or not word.startswith("-"):
+            return None
+    return None
 
 
 def process_start_ticks(pid: int) -> int | None:

@@ -1,7 +1,8 @@
 """gpuq's container image, built and run for real: a Docker daemon of our own, a Debian
 base image standing in for `python:3.11-slim` (no registry is reachable here), gpuq's
-`Dockerfile` with the `cpu` extra and its packages from a local mirror, then the README's
-steps: add the first user, start it, a job, a restart, jobs as their owners' accounts.
+`Dockerfile` with the `cpu` extra and its packages from a local mirror, then the steps of
+docs/operators/container.md: add the first user, start it, a job, a restart, jobs as their
+owners' accounts.
 About 4 minutes on 2 cores, most of it installing TensorFlow into the image."""
 
 import functools
@@ -19,7 +20,7 @@ import pytest
 import yaml
 from alembic.script import ScriptDirectory
 
-from gpuq.service import migrate
+from service.store import migrate
 from tests.conftest import job_spec
 from tests.deploy.conftest import REPO
 from tests.deploy.dockerd import DockerDaemon
@@ -146,7 +147,7 @@ class Container:
 
 def test_the_image_holds_gpuq_and_its_state_volume_but_no_build_leftovers(docker, image):
     config = json.loads(docker.run("inspect", image).stdout)[0]["Config"]
-    assert config["Healthcheck"]["Test"] == ["CMD", "python3", "-m", "gpuq.service.healthcheck"]
+    assert config["Healthcheck"]["Test"] == ["CMD", "python3", "-P", "-m", "service.healthcheck"]
     assert config["Cmd"] == ["gpuq", "serve"]
     assert config["User"] == "root"
     assert "/var/lib/gpuq" in config["Volumes"]
@@ -155,7 +156,7 @@ def test_the_image_holds_gpuq_and_its_state_volume_but_no_build_leftovers(docker
         "for c in gcc cc g++ make; do command -v $c; done; "
         "ls -d /root/.cache /src /opt/gpuq/src 2>/dev/null; "
         "find /opt /root /tmp \\( -name '*.whl' -o -name '.git' -o -name '.venv' \\) -print; "
-        "python3 -c 'import gpuq.worker.launch_plan as p; print(p.HOOK.is_file())'"
+        "python3 -c 'import worker.launch_plan as p; print(p.HOOK.is_file())'"
     )
     found = docker.run("run", "--rm", image, "sh", "-c", look).stdout.split()
     assert found == ["True"], f"left in the image (or the hook missing): {found}"

@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpuq.service.settings import known_variables
-from gpuq.service.state_dirs import HOME_MODE
+from service.settings import known_variables
+from service.team.state_dirs import HOME_MODE
 from tests.e2e.server import Server
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -166,7 +166,7 @@ def test_env_example_names_only_settings() -> None:
 
 def test_exec_start_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     argv = exec_start()
-    # The installed script is `gpuq.service.cli.main:main`, which Server runs.
+    # The installed script is `service.cli.main:main`, which Server runs.
     assert argv[:2] == ["/opt/gpuq/bin/gpuq", "serve"]
     state_root = tmp_path / "var-lib"  # %S
     state_root.mkdir()

@@ -1,5 +1,5 @@
 """gpuq as a user installs it: `python -m build` makes an sdist and, from it, a wheel that
-hold every file of the package; the wheel installs offline into a fresh virtualenv outside
+hold every file of gpuq's packages; the wheel installs offline into a fresh virtualenv outside
 the checkout, and that `gpuq serve` migrates an empty home, serves the dashboard, trains a
 builtin job on a warm worker and runs a `command` job under gpuq's start-up hook."""
 
@@ -22,23 +22,30 @@ import httpx
 import pytest
 from alembic.script import ScriptDirectory
 
-from gpuq.service import migrate
+from service.store import migrate
 from tests.conftest import command_spec, job_spec
 from tests.deploy.conftest import REPO
 from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
 
-HOOK = "gpuq/worker/hook/sitecustomize.py"
-DASHBOARD = "gpuq/service/api/static/dashboard.html"
-#: What gpuq finds by path, not by import: a wheel without one still imports.
+HOOK = "worker/hook/sitecustomize.py"
+DASHBOARD = "service/api/static/dashboard.html"
+#: The checkout's folders that install, and where: the migrations as the service's.
+INSTALLED = {
+    "gpuq/": "gpuq/",
+    "service/": "service/",
+    "worker/": "worker/",
+    "migrations/": "service/migrations/",
+}
+#: What gpuq finds by path, not by import (as installed): a wheel without one still imports.
 LOADED = (
     HOOK,
     DASHBOARD,
-    "gpuq/service/migrations/env.py",
-    "gpuq/service/migrations/script.py.mako",
+    "service/migrations/env.py",
+    "service/migrations/script.py.mako",
 )
-MIGRATIONS = "gpuq/service/migrations/versions/"
+MIGRATIONS = "service/migrations/versions/"
 #: What would put another gpuq (the checkout's) before the installed one.
 NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV")
 ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -66,6 +73,14 @@ def checkout_files() -> list[str]:
     )
     names = listed.stdout.decode().split("\0")
     return sorted({n for n in names if n and (REPO / n).is_file()})
+
+
+def installed_name(name: str) -> str | None:
+    """Where the checkout's file `name` goes in the wheel; None if it does not install."""
+    for folder, target in INSTALLED.items():
+        if name.startswith(folder):
+            return target + name.removeprefix(folder)
+    return None
 
 
 def outside_checkout(venv: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -118,7 +133,7 @@ def venv(dist: Dist, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="module")
 def served(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The venv's `gpuq serve` in a folder of its own, on simulated GPUs, with a warm
-    worker (which imports `gpuq.worker.warm` from the wheel too)."""
+    worker (which imports `worker.warm` from the wheel too)."""
     root = tmp_path_factory.mktemp("served")
     server = Server(root / "gpuq", gpuq=[str(venv / "bin" / "gpuq")], cwd=root)
     server.env = {**outside_checkout(venv, server.env), "GPUQ_WARM_WORKERS": "1"}
@@ -156,8 +171,9 @@ def run_dir(server: Server, job: dict[str, Any]) -> Path:
     return server.home / "runs" / str(job["id"]) / str(job["attempt"])
 
 
-def test_the_sdist_and_the_wheel_hold_every_file_of_the_package(dist):
-    expected = {n for n in checkout_files() if n.startswith("gpuq/")}
+def test_the_sdist_and_the_wheel_hold_every_file_of_the_packages(dist):
+    sources = {n for n in checkout_files() if installed_name(n)}
+    expected = {installed_name(n) for n in sources}
     assert set(LOADED) <= expected and any(n.startswith(MIGRATIONS) for n in expected)
     with zipfile.ZipFile(dist.wheel) as wheel:
         in_wheel = set(wheel.namelist())
@@ -165,7 +181,7 @@ def test_the_sdist_and_the_wheel_hold_every_file_of_the_package(dist):
         in_sdist = {n.split("/", 1)[-1] for n in sdist.getnames()}
     missing = sorted(expected - in_wheel)
     assert not missing, f"{dist.wheel.name} lacks {missing}"
-    missing = sorted(expected - in_sdist)
+    missing = sorted(sources - in_sdist)
     assert not missing, f"{dist.sdist.name} lacks {missing}"
     assert not sorted(n for n in in_sdist if n.startswith("tests/")), "tests in the sdist"
     # Nothing else installs: no tests, no caches.
@@ -173,8 +189,11 @@ def test_the_sdist_and_the_wheel_hold_every_file_of_the_package(dist):
     assert not extra, f"{dist.wheel.name} has files gpuq does not: {extra}"
 
 
-def test_the_venv_imports_the_wheels_gpuq_not_the_checkouts(venv, tmp_path):
-    code = "import json, sys, gpuq; print(json.dumps([gpuq.__file__, sys.path]))"
+def test_the_venv_imports_the_wheels_packages_not_the_checkouts(venv, tmp_path):
+    code = (
+        "import json, sys, gpuq, service.migrations, worker.runner; print(json.dumps("
+        "[[gpuq.__file__, service.migrations.__file__, worker.runner.__file__], sys.path]))"
+    )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code],
         env=outside_checkout(venv, os.environ),
@@ -184,8 +203,8 @@ def test_the_venv_imports_the_wheels_gpuq_not_the_checkouts(venv, tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    where, path = json.loads(done.stdout)
-    assert Path(where).is_relative_to(venv), where
+    found, path = json.loads(done.stdout)
+    assert all(Path(where).is_relative_to(venv) for where in found), found
     assert [p for p in path if p and Path(p).resolve().is_relative_to(REPO)] == []
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-GPUQ = [sys.executable, "-m", "gpuq.service.cli.main"]
+GPUQ = [sys.executable, "-m", "service.cli.main"]
 
 
 def free_port() -> int:

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpuq.http import Client
-from gpuq.service.cli.main import main
-from gpuq.service.users import add_user
+from service.cli.main import main
+from service.team.users import add_user
 from tests.conftest import command_spec, ended, serving, wait_for
 
 pytestmark = pytest.mark.e2e

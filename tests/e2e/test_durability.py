@@ -13,9 +13,9 @@ import pytest
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs
-from gpuq.service.db import Database
-from gpuq.service.settings import Settings
+from service import jobs
+from service.settings import Settings
+from service.store.db import Database
 from tests.conftest import WRITER, job_spec
 from tests.e2e.server import Server
 

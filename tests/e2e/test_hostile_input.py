@@ -17,8 +17,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gpuq.service.api.app import create_app
-from gpuq.service.settings import Settings
+from service.api.app import create_app
+from service.settings import Settings
 from tests.conftest import job_spec
 from tests.e2e.server import Server
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpuq.service import users
-from gpuq.service.db import Database
-from gpuq.service.migrate import upgrade
+from service.store.db import Database
+from service.store.migrate import upgrade
+from service.team import users
 from tests.conftest import TINY_KERAS, serving, wait_for
 
 SHADOW = "/etc/shadow"

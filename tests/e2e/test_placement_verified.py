@@ -6,7 +6,7 @@ as the driver would for a script that overrides `CUDA_VISIBLE_DEVICES`."""
 import pytest
 
 from gpuq.http import Client
-from gpuq.service.cli.app import main
+from service.cli.app import main
 from tests.conftest import command_spec, ended, wait_for
 from tests.e2e.test_gpu_guard import SLEEP, guarded, submit, train_pid
 from tests.e2e.test_prometheus import scrape

@@ -63,8 +63,8 @@ def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
 
 
 def test_metrics_need_a_token_once_users_exist(api, db):
-    from gpuq.service import users
-    from gpuq.service.users import Caller
+    from service.team import users
+    from service.team.users import Caller
 
     token = users.add_user(db, "ana", admin=False, actor=Caller("root", admin=True))
     assert api.get("/metrics").status_code == 401

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from gpuq.service import users
-from gpuq.service.db import Database
-from gpuq.service.migrate import upgrade
-from gpuq.service.settings import Settings
+from service.settings import Settings
+from service.store.db import Database
+from service.store.migrate import upgrade
+from service.team import users
 from tests.accounts import ANA, BOB, Accounts, as_user, throwaway_accounts
 from tests.conftest import TINY_KERAS, serving, wait_for
 from tests.e2e.server import Server
@@ -160,7 +160,7 @@ def test_run_as_owner_needs_root_and_says_so(accounts):
         ANA,
         sys.executable,
         "-m",
-        "gpuq.service.cli.main",
+        "service.cli.main",
         "serve",
         env={"GPUQ_HOME": str(home), "GPUQ_RUN_AS": "owner", "GPUQ_GPUS": "sim:1"},
     )
@@ -211,7 +211,7 @@ def test_local_users_log_in_on_the_socket_by_who_they_are(accounts):
     spec = accounts.scratch / "spec.json"
     spec.write_text(json.dumps({**command("pass"), "resources": {"gpus": 0}}))
     spec.chmod(0o644)
-    cli = [sys.executable, "-m", "gpuq.service.cli.main"]
+    cli = [sys.executable, "-m", "service.cli.main"]
     socket_env = {"GPUQ_SOCKET": str(home / "gpuq.sock")}  # and no GPUQ_URL, no token
     server.start()
     try:

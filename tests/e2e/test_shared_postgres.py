@@ -12,7 +12,7 @@ import httpx
 import psycopg
 import pytest
 
-from gpuq.service.settings import Settings
+from service.settings import Settings
 from tests.conftest import command_spec
 from tests.e2e.server import GPUQ, Server
 

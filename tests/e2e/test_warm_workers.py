@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gpuq.service.api.app import create_app
-from gpuq.service.executors import LocalExecutor
-from gpuq.service.runtime import Service
-from gpuq.worker import warm_pool
+from service.api.app import create_app
+from service.executors import LocalExecutor
+from service.runtime import Service
 from tests.conftest import ended, job_spec, wait_for
 from tests.processes import gone
+from worker import warm_pool
 
 pytestmark = pytest.mark.e2e
 

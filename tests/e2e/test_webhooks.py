@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gpuq.service import users
-from gpuq.service.webhooks import verify
+from service.team import users
+from service.webhooks import verify
 from tests.conftest import command_spec, ended, serving, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""`python -m gpuq.service.healthcheck`, the image's HEALTHCHECK: where it asks, and that a
+"""`python -m service.healthcheck`, the image's HEALTHCHECK: where it asks, and that a
 gpuq that does not answer fails the check with the reason. (tests/deploy/test_container.py
 sees Docker call it healthy.)"""
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from gpuq.service.healthcheck import healthz_url
+from service.healthcheck import healthz_url
 from tests.e2e.server import free_port
 
 
@@ -23,7 +23,7 @@ def test_nothing_listening_fails_the_check_and_says_why():
     port = free_port()
     env = {**os.environ, "GPUQ_HOST": "0.0.0.0", "GPUQ_PORT": str(port)}
     done = subprocess.run(
-        [sys.executable, "-m", "gpuq.service.healthcheck"],
+        [sys.executable, "-m", "service.healthcheck"],
         env=env,
         capture_output=True,
         text=True,

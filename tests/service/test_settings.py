@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuq.service.settings import Settings
+from service.settings import Settings
 
 
 def test_defaults_match_the_design(monkeypatch, tmp_path):
@@ -41,7 +41,7 @@ def test_home_is_a_path():
 
 
 def test_unknown_variables_are_named_with_the_nearest_known_one():
-    from gpuq.service.settings import unknown_variables
+    from service.settings import unknown_variables
 
     environ = {
         "GPUQ_EXCUTOR": "slurm",
@@ -60,7 +60,7 @@ def test_unknown_variables_are_named_with_the_nearest_known_one():
 
 
 def test_every_setting_and_the_clients_variables_are_known():
-    from gpuq.service.settings import known_variables
+    from service.settings import known_variables
 
     known = known_variables()
     assert {"GPUQ_EXECUTOR", "GPUQ_SLURM_PYTHON", "GPUQ_CANCEL_GRACE_S"} <= known

@@ -1,4 +1,4 @@
-"""`gpuq.worker.launcher` through the service's `Launcher`: real forks, sessions and exits."""
+"""`worker.launcher` through the service's `Launcher`: real forks, sessions and exits."""
 
 import json
 import os
@@ -13,7 +13,7 @@ from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.contract.runspec import RunSpec
 from gpuq.contract.spec import JobSpec
-from gpuq.service.executors.launcher import Launcher
+from service.executors.launcher import Launcher
 
 
 def run_dir(tmp_path: Path, argv: list[str]) -> RunDir:

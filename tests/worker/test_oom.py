@@ -1,4 +1,4 @@
-from gpuq.worker import oom
+from worker import oom
 
 
 def test_the_oom_kill_counter_is_read_from_the_memory_cgroup(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import sys
 PROBE = [
     sys.executable,
     "-c",
-    "from gpuq.worker.standby import can_step_forward; print(can_step_forward())",
+    "from worker.standby import can_step_forward; print(can_step_forward())",
 ]
 
 

@@ -12,7 +12,7 @@ HANG = textwrap.dedent(
     """
     import sys, time
     from gpuq.contract.events import EventWriter
-    from gpuq.worker.step_watchdog import StepWatchdog
+    from worker.step_watchdog import StepWatchdog
 
     dog = StepWatchdog(0.5, EventWriter(sys.argv[1]))
     dog.on_train_begin()

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from gpuq.service import users
-from gpuq.service.db import Database
+from service.store.db import Database
+from service.team import users
 from tests.conftest import job_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

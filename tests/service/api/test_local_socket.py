@@ -6,7 +6,7 @@ import socket
 from uvicorn import Config
 from uvicorn.server import ServerState
 
-from gpuq.service.api.local_socket import PeerCredentialsProtocol
+from service.api.local_socket import PeerCredentialsProtocol
 
 
 async def _nodelay_of_an_accepted_connection() -> int:

@@ -4,8 +4,8 @@ import pytest
 
 from gpuq.contract.spec import JobSpec, SlurmOptions
 from gpuq.contract.states import JobStatus, Reason
-from gpuq.service.executors.slurm import commands
-from gpuq.service.executors.slurm.states import Phase, phase, verdict
+from service.executors.slurm import commands
+from service.executors.slurm.states import Phase, phase, verdict
 
 
 def test_only_the_first_word_of_a_state_counts():

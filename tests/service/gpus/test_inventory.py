@@ -2,9 +2,9 @@ import logging
 
 import pytest
 
-from gpuq.service.gpus import inventory as inventory_module
-from gpuq.service.gpus.inventory import InventoryError, discover, parse_sim
-from gpuq.service.gpus.nvml import NvmlUnavailable
+from service.gpus import inventory as inventory_module
+from service.gpus.inventory import InventoryError, discover, parse_sim
+from service.gpus.nvml import NvmlUnavailable
 from tests.fakes import FakeNvml
 
 

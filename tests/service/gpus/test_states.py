@@ -3,12 +3,12 @@
 import pytest
 from sqlalchemy import text
 
-from gpuq.service import audit
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry, change_state
-from gpuq.service.gpus.states import GpuState
-from gpuq.service.tables import Allocation, Gpu, Job
+from service.gpus import registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry, change_state
+from service.gpus.states import GpuState
+from service.store.tables import Allocation, Gpu, Job
+from service.team import audit
 
 
 @pytest.fixture

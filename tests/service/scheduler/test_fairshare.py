@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from gpuq.service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.fairshare import Interval, decayed_usage
 
 
 def test_one_half_life_ago_counts_half():

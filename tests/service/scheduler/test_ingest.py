@@ -6,10 +6,10 @@ from sqlmodel import select
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs
-from gpuq.service.scheduler.ingest import new_events, read_events, record
-from gpuq.service.scheduler.running import MemoryRecord, Running
-from gpuq.service.tables import JobMetric
+from service import jobs
+from service.scheduler.ingest import new_events, read_events, record
+from service.scheduler.running import MemoryRecord, Running
+from service.store.tables import JobMetric
 from tests.conftest import ANA, job_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

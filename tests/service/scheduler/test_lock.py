@@ -5,8 +5,8 @@ import time
 import psycopg
 import pytest
 
-from gpuq.service.db import Database
-from gpuq.service.scheduler.lock import SchedulerLock, SchedulerLocked
+from service.scheduler.lock import SchedulerLock, SchedulerLocked
+from service.store.db import Database
 
 POSTGRES = pytest.mark.backends("postgres")
 

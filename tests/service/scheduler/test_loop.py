@@ -9,13 +9,13 @@ from sqlmodel import select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
-from gpuq.service import jobs
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.scheduler import place
-from gpuq.service.scheduler.loop import Scheduler, SchedulerLocked
-from gpuq.service.tables import Allocation
+from service import jobs
+from service.gpus import registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry
+from service.scheduler import place
+from service.scheduler.loop import Scheduler, SchedulerLocked
+from service.store.tables import Allocation
 from tests.conftest import ANA, command_spec, job_spec
 
 

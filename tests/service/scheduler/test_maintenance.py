@@ -8,15 +8,15 @@ from sqlmodel import select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs, maintenance
-from gpuq.service.db import utcnow
-from gpuq.service.errors import NotFound
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.scheduler import snapshot
-from gpuq.service.scheduler.loop import Scheduler
-from gpuq.service.tables import Allocation, AuditEntry
+from service import jobs
+from service.errors import NotFound
+from service.gpus import maintenance, registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry
+from service.scheduler import snapshot
+from service.scheduler.loop import Scheduler
+from service.store.db import utcnow
+from service.store.tables import Allocation, AuditEntry
 from tests.conftest import ANA, job_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

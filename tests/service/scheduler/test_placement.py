@@ -3,7 +3,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuq.service.scheduler.placement import Claim, GpuSlot, Request, earliest_start, plan
+from service.scheduler.placement import Claim, GpuSlot, Request, earliest_start, plan
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
 

@@ -9,13 +9,13 @@ import pytest
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs, maintenance
-from gpuq.service.db import utcnow
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.scheduler import place, replan
-from gpuq.service.scheduler.loop import Scheduler
+from service import jobs
+from service.gpus import maintenance, registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry
+from service.scheduler import place, replan
+from service.scheduler.loop import Scheduler
+from service.store.db import utcnow
 from tests.conftest import ANA, command_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

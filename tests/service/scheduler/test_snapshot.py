@@ -6,14 +6,14 @@ import pytest
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs
-from gpuq.service.db import utcnow
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.scheduler import snapshot
-from gpuq.service.tables import Job
-from gpuq.service.users import Caller
+from service import jobs
+from service.gpus import registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry
+from service.scheduler import snapshot
+from service.store.db import utcnow
+from service.store.tables import Job
+from service.team.users import Caller
 from tests.conftest import job_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")

@@ -14,13 +14,13 @@ from sqlalchemy import event
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from gpuq.service import jobs
-from gpuq.service.executors import LocalExecutor
-from gpuq.service.gpus import registry
-from gpuq.service.gpus.inventory import discover
-from gpuq.service.gpus.registry import GpuRegistry
-from gpuq.service.scheduler import ingest, starting
-from gpuq.service.scheduler.loop import Scheduler
+from service import jobs
+from service.executors import LocalExecutor
+from service.gpus import registry
+from service.gpus.inventory import discover
+from service.gpus.registry import GpuRegistry
+from service.scheduler import ingest, starting
+from service.scheduler.loop import Scheduler
 from tests.conftest import ANA, command_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -161,7 +161,7 @@ def test_reconcile_kills_a_runner_whose_start_never_committed(db, settings, sche
         scheduler.reconcile()
         until(lambda: gone(pid))
         assert scheduler.books.disowned == {job_id}
-        with caplog.at_level(logging.WARNING, logger="gpuq.service.scheduler.finishing"):
+        with caplog.at_level(logging.WARNING, logger="service.scheduler.finishing"):
             until(lambda: _reaped(scheduler))
         assert not [r for r in caplog.records if r.name.endswith("finishing")]
         job = jobs.get_job(db, job_id)

@@ -1,5 +1,0 @@
-"""Running gpuq's jobs on a Slurm cluster (`GPUQ_EXECUTOR=slurm`)."""
-
-from gpuq.service.executors.slurm.executor import SlurmExecutor, slurm_environment_ok
-
-__all__ = ["SlurmExecutor", "slurm_environment_ok"]

@@ -1,0 +1,18 @@
+"""Alembic environment: runs against the connection that `service.migrate` hands over."""
+
+from alembic import context
+from sqlmodel import SQLModel
+
+import service.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from service.store.migrate import compare_type
+
+target_metadata = SQLModel.metadata
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=target_metadata,
+    render_as_batch=True,
+    compare_type=compare_type,
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,31 @@
+"""`gpuq doctor`: checks this box as gpuq will use it (on this machine, no server needed)."""
+
+import sys
+
+import typer
+from rich.table import Table
+
+from service.cli.options import JsonFlag, print_json
+from service.cli.tables import show
+
+MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
+
+
+def doctor(as_json: JsonFlag = False) -> None:
+    """Check the GPUs, the driver, the frameworks and gpuq's caps on this box; exits 1 if
+    any check fails. Run it first on a new GPU host."""
+    from service.doctor.diagnose import diagnose
+    from service.settings import Settings
+
+    report = diagnose(Settings(), say=lambda what: print(f"gpuq doctor: {what}…", file=sys.stderr))
+    if as_json:
+        print_json(report.to_json())
+    else:
+        table = Table("", "check", "result", box=None, show_edge=False)
+        for check in report.checks:
+            result = check.detail + (f"\n[dim]→ {check.hint}[/]" if check.hint else "")
+            table.add_row(MARKS[check.status.value], check.name, result)
+        show(table)
+        failed = sum(c.status == "fail" for c in report.checks)
+        print(f"{failed} check{'s' * (failed != 1)} failed" if failed else "all checks passed")
+    raise typer.Exit(0 if report.ok else 1)

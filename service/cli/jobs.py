@@ -1,0 +1,197 @@
+"""Job commands: submit (or dry-run), ls, show, logs, watch, cancel, hold, release, priority."""
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from gpuq.contract.states import JobStatus
+from service.cli import tables
+from service.cli.options import JobIdArg, JsonFlag, client, print_json
+from service.cli.spec_files import load_spec
+from service.cli.watch import watch as watch_job
+
+
+def submit(
+    ctx: typer.Context,
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="A job spec, JSON or YAML; - reads stdin.")
+    ],
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Replaying the same key returns the same job instead of a new one."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Only say where the job would go now, or why it would wait."
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Submit a job spec, or with --dry-run only say where it would go.
+
+    Exits 2 if the file cannot be read.
+    """
+    try:
+        spec = load_spec(file)
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"gpuq: cannot read {file}: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from exc
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    params = {"dry_run": "true"} if dry_run else {}
+    answer = client(ctx).json("POST", "/v1/jobs", json=spec, headers=headers, params=params)
+    if as_json:
+        print_json(answer)
+    elif dry_run:
+        print(preview_text(answer))
+    else:
+        print(f"submitted job {answer['id']} ({answer['name']}): {answer['status']}")
+
+
+def preview_text(preview: dict[str, Any]) -> str:
+    """A dry run's answer: the GPUs a job would start on now, or why it would wait."""
+    if preview["would_start"]:
+        gpus = preview["assigned_gpus"]
+        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
+        cap = f", {preview['memory_mb']} MiB each" if preview.get("memory_mb") else ""
+        return f"would start now on {where}{cap}" if gpus else "would start now (no GPU)"
+    ahead = preview.get("jobs_ahead") or 0
+    behind = f" ({ahead} queued job{'' if ahead == 1 else 's'} ahead)" if ahead else ""
+    return f"would wait: {preview.get('wait_reason') or 'waiting'}{behind}"
+
+
+def list_jobs(
+    ctx: typer.Context,
+    status: Annotated[
+        list[JobStatus] | None, typer.Option(help="Only this state (repeatable).")
+    ] = None,
+    owner: Annotated[str | None, typer.Option(help="Only this user's jobs.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many jobs.")] = 50,
+    cursor: Annotated[
+        str | None, typer.Option(help="The next page: `next_cursor` from --json.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if status:
+        params["status"] = [s.value for s in status]
+    if owner:
+        params["owner"] = owner
+    if cursor:
+        params["cursor"] = cursor
+    page = client(ctx).json("GET", "/v1/jobs", params=params)
+    if as_json:
+        print_json(page)
+    elif page["jobs"]:
+        tables.show(tables.jobs_table(page["jobs"]))
+    else:
+        print("no jobs")
+
+
+def show(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
+    """One job in detail: state, GPUs, progress, metrics, why it waits or ended."""
+    job = client(ctx).json("GET", f"/v1/jobs/{job_id}")
+    if as_json:
+        print_json(job)
+    else:
+        print(tables.job_summary(job))
+
+
+def logs(
+    ctx: typer.Context,
+    job_id: JobIdArg,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream until the job ends.")
+    ] = False,
+    tail: Annotated[int | None, typer.Option(help="Only the last N lines.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A job's output (stdout and stderr); -f follows it until the job ends.
+
+    With --json, one {"job_id", "line"} object per line.
+    """
+    params: dict[str, Any] = {"tail": tail} if tail else {}
+    path = f"/v1/jobs/{job_id}/logs"
+    api = client(ctx)
+    if follow:
+        chunks = api.stream(path, follow="true", **params)
+    else:
+        chunks = iter([api.request("GET", path, params=params).content])
+    if as_json:
+        _print_lines_as_json(job_id, chunks)
+        return
+    for chunk in chunks:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+
+
+def _print_lines_as_json(job_id: int, chunks: Iterator[bytes]) -> None:
+    """One `{"job_id", "line"}` object per log line, each printed as soon as it is whole."""
+    pending = b""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            print(json.dumps({"job_id": job_id, "line": line.decode(errors="replace")}), flush=True)
+    if pending:
+        print(json.dumps({"job_id": job_id, "line": pending.decode(errors="replace")}))
+
+
+def watch(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
+    """A live progress bar until the job ends; exits 0 if it succeeded, 1 if not."""
+    code = watch_job(client(ctx), job_id, as_json=as_json)
+    if code:
+        raise typer.Exit(code)
+
+
+def cancel(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
+    """Cancel a job: a queued one at once, a running one with SIGTERM, then SIGKILL."""
+    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/cancel")
+    if as_json:
+        print_json(job)
+    elif job["status"] == "cancelled":
+        print(f"job {job['id']} cancelled")
+    else:
+        print(f"job {job['id']} is stopping (SIGTERM sent; SIGKILL after the grace period)")
+
+
+def hold(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
+    """Keep a queued job from starting until `gpuq release ID`."""
+    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/hold")
+    if as_json:
+        print_json(job)
+    else:
+        print(f"job {job['id']} held: it will not start until `gpuq release {job['id']}`")
+
+
+def release(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
+    """Let a held job start again."""
+    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/release")
+    if as_json:
+        print_json(job)
+    else:
+        print(f"job {job['id']} released: it may start again")
+
+
+def priority(
+    ctx: typer.Context,
+    job_id: JobIdArg,
+    value: Annotated[
+        int, typer.Argument(metavar="N", help="Higher starts first; only admins may raise it.")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a job's priority (negative values work: `gpuq priority 7 -5`)."""
+    job = client(ctx).json("PATCH", f"/v1/jobs/{job_id}", json={"priority": value})
+    if as_json:
+        print_json(job)
+    else:
+        print(f"job {job['id']} now has priority {job['priority']}")
+
+
+#: Lets `gpuq priority 7 -5` read `-5` as the value, not as an unknown option.
+PRIORITY_SETTINGS = {"ignore_unknown_options": True}

@@ -1,0 +1,121 @@
+"""The service's end of `worker.launcher`, a pre-started process that forks a runner
+per job in about a millisecond (instead of a fresh interpreter's hundreds) and keeps warm
+training processes ready for builtin jobs."""
+
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gpuq.contract.account import Account
+from gpuq.contract.processes import LAUNCHER_MODULE
+from gpuq.contract.runspec import warm_environment
+
+log = logging.getLogger(__name__)
+
+#: How long a spawn waits for the launcher's answer before giving up on it.
+LAUNCHER_REPLY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Standby:
+    """A runner started ahead of need, and its warm training process (None: still
+    importing TensorFlow)."""
+
+    runner_pid: int
+    worker_pid: int | None
+
+
+class Launcher:
+    """The service's end of `worker.launcher`; `on_exit` runs whenever a runner exits.
+    It keeps `warm` standby runners ready for builtin jobs."""
+
+    def __init__(self, on_exit: Callable[[], None], warm: int = 0) -> None:
+        self._on_exit = on_exit
+        self.warm = warm
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        #: the standbys the launcher reported last
+        self.pool: list[Standby] = []
+
+    def start(self) -> None:
+        self._replies = queue.Queue()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", LAUNCHER_MODULE, f"--warm={self.warm}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it
+            # What warm training processes import TensorFlow in: a job's, with no GPU yet.
+            env=warm_environment(os.environ),
+        )
+        assert self._proc.stdout is not None
+        threading.Thread(
+            target=self._read, args=(self._proc.stdout, self._replies), daemon=True
+        ).start()
+
+    def _read(self, stdout: IO[bytes], replies: "queue.Queue[dict[str, Any]]") -> None:
+        for line in stdout:
+            message = json.loads(line)
+            if "exited" in message:
+                self._on_exit()
+            elif "pool" in message:
+                self.pool = [Standby(s["runner"], s["worker"]) for s in message["pool"]]
+            elif "warning" in message:
+                log.warning("%s", message["warning"])
+            else:
+                replies.put(message)
+        self.pool = []
+        replies.put({"error": "the launcher exited"})
+
+    def spawn(
+        self,
+        run_dir: Path,
+        env: Mapping[str, str],
+        run_as: Account | None = None,
+        *,
+        warm: bool = False,
+    ) -> int:
+        """Forks a runner for `run_dir` with environment `env`, as the account `run_as` (or
+        gpuq's own), or hands the job to a warm standby runner if `warm` (a builtin job)
+        and one is ready; the runner's pid, or OSError."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        request = json.dumps(
+            {
+                "run_dir": str(run_dir),
+                "env": dict(env),
+                "run_as": run_as.to_json() if run_as else None,
+                "warm": warm,
+            }
+        )
+        try:
+            self._proc.stdin.write(request.encode() + b"\n")
+            self._proc.stdin.flush()
+            answer = self._replies.get(timeout=LAUNCHER_REPLY_S)
+        except (OSError, queue.Empty) as exc:
+            self.stop()
+            raise OSError(f"the launcher did not answer: {exc!r}") from exc
+        if "pid" not in answer:
+            raise OSError(answer.get("error", "the launcher failed"))
+        return int(answer["pid"])
+
+    def stop(self) -> None:
+        """Ends the launcher; the runners it forked carry on."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,146 @@
+"""`LocalExecutor`: runs jobs on this box, each in a session of its own under a runner.
+
+Runners are forked by the pre-started launcher, which also keeps `warm_workers` standby
+runners whose training processes have imported TensorFlow already: a builtin job takes one
+when it is ready. If the launcher cannot answer, a fresh `python -m worker.runner`
+starts instead. A runner leads its job's process group and
+writes `exit.json` when the job ends, so a job outlives `gpuq serve` and is taken back
+(pid and start time must match) when the service starts again.
+"""
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuq.contract.account import UMASK, Account
+from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks
+from gpuq.contract.rundir import RunDir, read_json
+from service.executors.base import Exit, Launch, LaunchError, Started
+from service.executors.launcher import Launcher, Standby
+from service.executors.prepare import prepare_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Runner:
+    """A job's runner, which leads the job's process group."""
+
+    job_id: int
+    run: RunDir
+    pid: int
+    start_ticks: int | None = None
+    proc: subprocess.Popen[bytes] | None = None  #: set when started without the launcher
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        ticks = process_start_ticks(self.pid) if self.pid > 0 else None
+        return ticks is not None and self.start_ticks in (None, ticks)
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.pid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, runs_dir: Path, warm_workers: int = 0) -> None:
+        self.runs_dir = runs_dir
+        self._on_exit: Callable[[], None] = lambda: None
+        # Started by `open`, or by the first spawn where nobody opened the executor.
+        self._launcher = Launcher(lambda: self._on_exit(), warm_workers)
+        self._runners: dict[int, _Runner] = {}
+
+    def open(self, on_exit: Callable[[], None]) -> None:
+        self._on_exit = on_exit
+        self._launcher.start()
+
+    def close(self) -> None:
+        self._launcher.stop()
+
+    def run_dir(self, job_id: int, attempt: int) -> RunDir:
+        return RunDir.of(self.runs_dir, job_id, attempt)
+
+    def start(self, launch: Launch) -> Started:
+        try:
+            run, env = prepare_run(self.runs_dir, launch)
+            warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
+            runner = self._spawn(launch.job_id, run, env, launch.run_as, warm)
+        except OSError as exc:
+            raise LaunchError(f"could not start the worker: {exc}") from exc
+        runner.start_ticks = process_start_ticks(runner.pid)
+        self._runners[launch.job_id] = runner
+        return Started(str(runner.pid), runner.pid)
+
+    def _spawn(
+        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None, warm: bool
+    ) -> _Runner:
+        try:
+            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as, warm=warm))
+        except OSError as exc:
+            log.warning("job %d: %s; starting its runner directly", job_id, exc)
+        who: dict[str, Any] = {}
+        if run_as is not None:
+            who = {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}
+            who["umask"] = UMASK
+        fd = os.open(run.log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)  # the job's file
+        with open(fd, "ab") as output:
+            proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", RUNNER_MODULE, str(run.path)],
+                env=env,
+                cwd=run.path,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **who,
+            )
+        threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
+        return _Runner(job_id, run, proc.pid, proc=proc)
+
+    def _await_exit(self, proc: subprocess.Popen[bytes]) -> None:
+        proc.wait()
+        self._on_exit()
+
+    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
+        run = self.run_dir(job_id, attempt)
+        info = read_json(run.runner) or {}
+        pid = int(info.get("runner_pid") or executor_job_id or 0)
+        runner = _Runner(job_id, run, pid, info.get("runner_start_ticks"))
+        self._runners[job_id] = runner
+        return runner.alive()
+
+    def exited(self) -> list[Exit]:
+        ended = []
+        for runner in list(self._runners.values()):
+            if runner.alive():
+                continue
+            # Whatever the job left behind in its process group goes now.
+            runner.signal(signal.SIGKILL)
+            del self._runners[runner.job_id]
+            ended.append(Exit(runner.job_id, read_json(runner.run.exit)))
+        return ended
+
+    def signal(self, job_id: int, sig: signal.Signals) -> None:
+        runner = self._runners.get(job_id)
+        if runner is not None:
+            runner.signal(sig)
+
+    def standbys(self) -> list[Standby]:
+        """The runners started ahead of need with a warm training process, as the
+        launcher last reported them."""
+        return list(self._launcher.pool)
+
+    def process_groups(self) -> dict[int, int]:
+        return {r.pid: r.job_id for r in list(self._runners.values()) if r.pid > 0}

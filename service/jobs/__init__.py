@@ -1,0 +1,21 @@
+"""The jobs domain: submitting, reading, acting on jobs, and every write to a job row
+(`writes`, beside the one gate for status, `transition`)."""
+
+from service.jobs.actions import cancel_job, set_held, set_priority
+from service.jobs.reads import get_job, list_jobs, metric_history, read_job
+from service.jobs.submit import Limits, create_job
+from service.jobs.writes import cancel_queued, transition
+
+__all__ = [
+    "Limits",
+    "cancel_job",
+    "cancel_queued",
+    "create_job",
+    "get_job",
+    "list_jobs",
+    "metric_history",
+    "read_job",
+    "set_held",
+    "set_priority",
+    "transition",
+]

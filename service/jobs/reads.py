@@ -1,0 +1,67 @@
+"""Reading jobs: one (for a change, or for a poll without the ORM), or a page of them."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from gpuq.contract.states import JobStatus
+from service.errors import NotFound
+from service.store.db import Database
+from service.store.pages import newest_first
+from service.store.tables import Job, JobMetric
+
+
+def load(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def get_job(db: Database, job_id: int) -> Job:
+    with db.read() as session:
+        return load(session, job_id)
+
+
+def read_job(db: Database, job_id: int) -> dict[str, Any]:
+    """One job's row, read without the ORM: every poll asks this, and the ORM's session
+    and object cost more than the query."""
+    table = Job.__table__  # type: ignore[attr-defined]
+    with db.reader.connect() as conn:
+        row = conn.execute(select(table).where(table.c.id == job_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    return dict(row)
+
+
+def list_jobs(
+    db: Database,
+    *,
+    statuses: Sequence[JobStatus] = (),
+    owner: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> tuple[list[Job], str | None]:
+    """Newest first, filtered by state and owner, a page at a time."""
+    query = select(Job)
+    if statuses:
+        query = query.where(col(Job.status).in_(statuses))
+    if owner is not None:
+        query = query.where(Job.owner == owner)
+    return newest_first(db, query, Job.id, limit=limit, cursor=cursor)
+
+
+def metric_history(db: Database, job_id: int) -> dict[str, list[dict[str, Any]]]:
+    """Per-epoch metrics and sampled per-step metrics, each position once."""
+    get_job(db, job_id)
+    with db.read() as session:
+        rows = session.exec(
+            select(JobMetric)
+            .where(JobMetric.job_id == job_id)
+            .order_by(col(JobMetric.epoch), col(JobMetric.step))
+        ).all()
+    return {
+        "epochs": [{"epoch": r.epoch, **r.values} for r in rows if r.step == 0],
+        "steps": [{"epoch": r.epoch, "step": r.step, **r.values} for r in rows if r.step],
+    }

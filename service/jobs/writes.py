@@ -1,0 +1,326 @@
+"""Every write to a job row, each a named function, beside the one gate for status.
+
+`transition` is the state machine: a conditional UPDATE whose WHERE clause lists the
+allowed predecessors. The other writes change what a job records (its GPUs, progress,
+memory, why it was stopped) and never its status. All take the caller's write session and
+write with Core statements (no autoflush: flush ORM changes first): the scheduler makes
+them for every job it starts, ingests and reaps, where the ORM's bookkeeping would cost more
+than the statement. Those it makes take plain values, not `Job` objects.
+"""
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Row, Table, bindparam, delete, insert, update
+from sqlmodel import Session
+
+from gpuq.contract.outcome import Outcome
+from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
+from service.store.db import insert as upsert
+from service.store.db import utcnow
+from service.store.tables import Allocation, Job, JobMetric
+
+_STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
+JOB: Table = Job.__table__  # type: ignore[attr-defined]
+ALLOCATION: Table = Allocation.__table__  # type: ignore[attr-defined]
+#: some of a job's columns, read with Core (`select(JOB.c.id, ...)`)
+JobRow = Row[*tuple[Any, ...]]
+
+
+def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> bool:
+    """Moves a job to `to` if its current state allows it; False if another writer won.
+
+    The WHERE clause is the state machine: a terminal state matches no predecessor set, so
+    it never changes, and two racing writers cannot both succeed.
+    """
+    stamps = {_STAMP.get(to, "finished_at"): utcnow()} if to != JobStatus.queued else {}
+    statement = (
+        update(JOB)
+        .where(JOB.c.id == job_id, JOB.c.status.in_(ALLOWED_FROM[to]))
+        .values(status=to, **stamps, **values)
+    )
+    return session.connection().execute(statement).rowcount == 1
+
+
+def _update(session: Session, job_id: int, *conditions: Any, **values: Any) -> bool:
+    statement = update(JOB).where(JOB.c.id == job_id, *conditions).values(**values)
+    return session.connection().execute(statement).rowcount == 1
+
+
+# --- queued jobs ---------------------------------------------------------------------------
+
+
+def cancel_queued(session: Session, job_id: int, reason: Reason, message: str) -> bool:
+    """Ends a job that never started; False if it is no longer queued."""
+    return transition(
+        session,
+        job_id,
+        JobStatus.cancelled,
+        reason=reason,
+        message=message,
+        wait_reason=None,
+        queue_position=None,
+    )
+
+
+def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> None:
+    """Records why queued jobs wait and where they stand: `{"job_id", "why", "position"}`
+    each, in one executemany (thousands of queued jobs, every scheduler step)."""
+    if not changes:
+        return
+    session.connection().execute(
+        update(JOB)
+        .where(JOB.c.id == bindparam("job_id"), JOB.c.status == JobStatus.queued.value)
+        .values(wait_reason=bindparam("why"), queue_position=bindparam("position")),
+        list(changes),
+    )
+
+
+# --- starting ------------------------------------------------------------------------------
+
+
+def claim_for_start(
+    session: Session, job_id: int, attempt: int, gpu_indices: Sequence[int], memory_mb: int | None
+) -> bool:
+    """Moves a queued job to `starting` as attempt `attempt` on these GPUs and records its
+    allocations; False if it is no longer queued (cancelled meanwhile)."""
+    claimed = transition(
+        session,
+        job_id,
+        JobStatus.starting,
+        assigned_gpus=list(gpu_indices),
+        attempt=attempt,
+        wait_reason=None,
+        queue_position=None,
+        events_offset=0,
+    )
+    if claimed and gpu_indices:
+        session.connection().execute(
+            insert(ALLOCATION),
+            [{"job_id": job_id, "gpu_index": i, "memory_mb": memory_mb} for i in gpu_indices],
+        )
+    return claimed
+
+
+def record_launch(
+    session: Session, job_id: int, executor: str, executor_job_id: str, runner_pid: int | None
+) -> None:
+    """The executor started the job: its id there, and its runner's pid (which leads the
+    job's process group) where the runner is on this box."""
+    _update(
+        session, job_id, executor=executor, executor_job_id=executor_job_id, runner_pid=runner_pid
+    )
+
+
+def record_handover(
+    session: Session, job_id: int, attempt: int, executor: str, executor_job_id: str
+) -> bool:
+    """A queueing executor (Slurm) took a queued job as attempt `attempt`; it stays queued
+    until the executor starts it. False if it is no longer queued."""
+    return _update(
+        session,
+        job_id,
+        JOB.c.status == JobStatus.queued,
+        attempt=attempt,
+        executor=executor,
+        executor_job_id=executor_job_id,
+        events_offset=0,
+        retry_at=None,
+    )
+
+
+def mark_started(session: Session, job_id: int) -> bool:
+    """A handed-over job started where its executor put it: `starting`."""
+    return transition(session, job_id, JobStatus.starting, wait_reason=None, queue_position=None)
+
+
+def fail_launch(session: Session, job_id: int, message: str) -> None:
+    """The executor could not start the job: it fails and gives its GPUs back."""
+    transition(session, job_id, JobStatus.failed, reason=Reason.launch_error, message=message)
+    free_allocations(session, job_id)
+
+
+def free_allocations(session: Session, job_id: int) -> None:
+    session.connection().execute(delete(ALLOCATION).where(ALLOCATION.c.job_id == job_id))
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def record_progress(
+    session: Session,
+    job_id: int,
+    attempt: int,
+    values: dict[str, Any],
+    metrics: Sequence[tuple[int, int, dict]],
+    *,
+    now_running: bool,
+) -> None:
+    """Records what attempt `attempt`'s events said (`values`: progress, metrics,
+    num_replicas, message, events_offset) and its metrics per `(epoch, step)`; with
+    `now_running` (its training began and it is `starting`) the job becomes `running`."""
+    _update(session, job_id, **values)
+    for epoch, step, recorded in metrics:
+        _record_metrics(session, job_id, attempt, epoch, step, recorded)
+    if now_running:
+        transition(session, job_id, JobStatus.running)
+
+
+def _record_metrics(
+    session: Session, job_id: int, attempt: int, epoch: int, step: int, metrics: dict[str, Any]
+) -> None:
+    statement = upsert(session, JobMetric).values(
+        job_id=job_id,
+        attempt=attempt,
+        epoch=epoch,
+        step=step,
+        values=metrics,
+        recorded_at=utcnow(),
+    )
+    session.connection().execute(
+        statement.on_conflict_do_update(
+            index_elements=["job_id", "epoch", "step"],
+            set_={"values": metrics, "attempt": attempt, "recorded_at": utcnow()},
+        )
+    )
+
+
+def record_memory(
+    session: Session, job_id: int, *, peak_mb: int | None = None, warning: str | None = None
+) -> None:
+    """A higher GPU memory peak, and a warning (over the cap under `GPUQ_OVER_CAP=warn`)."""
+    values: dict[str, Any] = {}
+    if peak_mb is not None:
+        values["gpu_memory_peak_mb"] = peak_mb
+    if warning is not None:
+        job = session.get(Job, job_id)
+        values["warnings"] = [*(job.warnings if job else []), warning]
+    if values:
+        _update(session, job_id, **values)
+
+
+def record_placement_violation(
+    session: Session, job_id: int, *, gpu: int, pids: Sequence[int], memory_mb: int, warning: str
+) -> None:
+    """The job's processes were seen on GPU `gpu`, which it was not given."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return
+    seen = {"gpu": gpu, "pids": list(pids), "memory_mb": memory_mb}
+    _update(
+        session,
+        job_id,
+        placement_violations=[*job.placement_violations, seen],
+        warnings=[*job.warnings, warning],
+    )
+
+
+def record_idle(session: Session, job_id: int, warning: str | None) -> Job | None:
+    """Declares the job idle (`warning` says why; the job as it is now) or, with None, no
+    longer idle; None if it is gone."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return None
+    if warning is None:
+        _update(session, job_id, idle_since=None)
+    else:
+        _update(session, job_id, idle_since=utcnow(), warnings=[*job.warnings, warning])
+    session.refresh(job)
+    return job
+
+
+def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None = None) -> None:
+    """The scheduler is stopping the job for `cause` (SIGTERM, or SIGKILL over its cap or
+    off its GPUs); the first stop's cause is the one that counts."""
+    values: dict[str, Any] = {"stop_reason": cause, "stop_sent_at": utcnow()}
+    if detail is not None:  # a kill says what the job did, before the signal goes out
+        values.update(reason=cause, message=detail)
+    _update(session, job_id, JOB.c.stop_sent_at.is_(None), **values)
+
+
+# --- finishing -----------------------------------------------------------------------------
+
+
+def finish(session: Session, job_id: int, outcome: Outcome, log_tail: list[str]) -> bool:
+    """Ends the job as `outcome` says and frees its GPUs; False if it had already ended."""
+    ended = transition(
+        session,
+        job_id,
+        outcome.status,
+        reason=outcome.reason,
+        message=outcome.message,
+        exit_code=outcome.exit_code,
+        log_tail=log_tail,
+    )
+    free_allocations(session, job_id)
+    return ended
+
+
+def requeue(
+    session: Session,
+    job_id: int,
+    outcome: Outcome,
+    log_tail: list[str],
+    delay_s: float,
+    *,
+    attempt: int,
+    last_epoch: int | None,
+    previous_attempts: Sequence[dict[str, Any]],
+) -> bool:
+    """Queues the job again after `delay_s`, recording how attempt `attempt` ended (its
+    last epoch, after `previous_attempts`), and frees its GPUs; False if another writer
+    won."""
+    record = {
+        "attempt": attempt,
+        "reason": outcome.reason,
+        "message": outcome.message,
+        "exit_code": outcome.exit_code,
+        "last_epoch": last_epoch,
+        "finished_at": utcnow().isoformat(),
+    }
+    queued = transition(
+        session,
+        job_id,
+        JobStatus.queued,
+        previous_attempts=[*previous_attempts, record],
+        retry_at=utcnow() + timedelta(seconds=delay_s),
+        wait_reason=(
+            f"retrying in {delay_s:g} s: attempt {attempt} failed "
+            f"({outcome.reason}: {outcome.message})"
+        ),
+        assigned_gpus=[],
+        reason=None,
+        message=None,
+        exit_code=None,
+        stop_reason=None,
+        stop_sent_at=None,
+        runner_pid=None,
+        executor_job_id=None,
+        log_tail=log_tail,
+    )
+    free_allocations(session, job_id)
+    return queued
+
+
+# --- what users ask for --------------------------------------------------------------------
+
+
+def request_cancel(session: Session, job_id: int) -> None:
+    """Asks the scheduler to stop an active job (once)."""
+    _update(
+        session,
+        job_id,
+        JOB.c.status.in_(ACTIVE),
+        JOB.c.cancel_requested_at.is_(None),
+        cancel_requested_at=utcnow(),
+    )
+
+
+def record_hold(session: Session, job_id: int, held: bool) -> bool:
+    """Holds or releases a queued job; False unless it is queued."""
+    return _update(session, job_id, JOB.c.status == JobStatus.queued, held=held)
+
+
+def record_priority(session: Session, job_id: int, priority: int) -> None:
+    _update(session, job_id, priority=priority)

@@ -1,0 +1,178 @@
+"""`GET /metrics` in the Prometheus text format, read fresh from the database and GPUs at
+each scrape (so every API process answers the same), plus the scheduler's histograms
+when this process schedules. Units are Prometheus's: bytes and seconds."""
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from gpuq.contract.processes import resident_bytes
+from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
+from service.errors import Unavailable
+from service.executors import LocalExecutor
+from service.public import GpuNodePublic, GpuPublic
+from service.runtime import Service
+from service.store.db import utcnow
+from service.store.tables import Job
+
+MIB = 1024 * 1024
+
+
+class GpuqCollector(Collector):
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._jobs()
+        yield from self._gpus()
+        yield from self._standbys()
+        if self.service.schedules:
+            for histogram in self.service.scheduler.books.stats.histograms():
+                yield from histogram.collect()
+
+    def _jobs(self) -> Iterator[Metric]:
+        with self.service.db.read() as session:
+            counts = dict(session.exec(select(Job.status, func.count()).group_by(Job.status)).all())
+            reasons = session.exec(
+                select(Job.reason, func.count())
+                .where(col(Job.status).in_(TERMINAL), col(Job.reason).is_not(None))
+                .group_by(Job.reason)
+            ).all()
+            active = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
+        by_state = GaugeMetricFamily("gpuq_jobs", "Jobs in each state.", labels=["state"])
+        for state in JobStatus:
+            by_state.add_metric([state.value], counts.get(state, 0))
+        yield by_state
+        by_reason = GaugeMetricFamily(
+            "gpuq_jobs_ended", "Jobs that ended, by why (`reason`).", labels=["reason"]
+        )
+        for reason, count in sorted(reasons):
+            by_reason.add_metric([str(reason)], count)
+        yield by_reason
+        labels = ["job", "owner"]
+        peak = GaugeMetricFamily(
+            "gpuq_job_gpu_memory_peak_bytes",
+            "Highest GPU memory an active job was seen holding on one GPU (NVML).",
+            labels=labels,
+        )
+        cap = GaugeMetricFamily(
+            "gpuq_job_gpu_memory_cap_bytes",
+            "An active job's per-GPU memory cap (absent for whole GPUs).",
+            labels=labels,
+        )
+        fraction = GaugeMetricFamily(
+            "gpuq_job_progress_ratio", "Share of an active job's training done.", labels=labels
+        )
+        speed = GaugeMetricFamily(
+            "gpuq_job_samples_per_second",
+            "An active job's training throughput, all replicas together.",
+            labels=labels,
+        )
+        off_gpu = GaugeMetricFamily(
+            "gpuq_job_placement_violations",
+            "GPUs an active job was seen using without being given them (NVML).",
+            labels=labels,
+        )
+        idle = GaugeMetricFamily(
+            "gpuq_job_idle_seconds",
+            "How long an active job has held its GPUs without training (the idle rule).",
+            labels=labels,
+        )
+        now = utcnow()
+        for job in active:
+            key = [str(job.id), job.owner]
+            if job.idle_since is not None:
+                idle.add_metric(key, max(0.0, (now - job.idle_since).total_seconds()))
+            if job.gpu_memory_peak_mb is not None:
+                peak.add_metric(key, job.gpu_memory_peak_mb * MIB)
+            if job.memory_mb is not None and job.gpu_count:
+                cap.add_metric(key, job.memory_mb * MIB)
+            if job.placement_violations:
+                off_gpu.add_metric(key, len(job.placement_violations))
+            if job.progress.get("fraction") is not None:
+                fraction.add_metric(key, job.progress["fraction"])
+            if job.progress.get("samples_per_s") is not None:
+                speed.add_metric(key, job.progress["samples_per_s"])
+        yield from (peak, cap, off_gpu, idle, fraction, speed)
+
+    def _gpus(self) -> Iterator[Metric]:
+        try:
+            listed = self.service.list_gpus()
+        except Unavailable:
+            return  # Slurm did not answer: no node figures this time, the rest still count
+        yield from _nodes([n for n in listed if isinstance(n, GpuNodePublic)])
+        views = [g for g in listed if isinstance(g, GpuPublic)]
+        labels = ["gpu", "uuid"]
+
+        def family(name: str, text: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"gpuq_gpu_memory_{name}_bytes", text, labels=labels)
+
+        total = family("total", "GPU memory in all.")
+        used = family("used", "GPU memory in use (NVML; declared caps on simulated GPUs).")
+        allocated = family("allocated", "GPU memory given to gpuq jobs (caps; whole GPUs: all).")
+        foreign = family("foreign", "GPU memory held by processes gpuq did not start.")
+        state = GaugeMetricFamily(
+            "gpuq_gpu_state", "1 for the GPU's current state.", labels=[*labels, "state"]
+        )
+        for g in views:
+            key = [str(g.index), g.uuid]
+            total.add_metric(key, g.memory_total_mb * MIB)
+            used.add_metric(key, g.memory_used_mb * MIB)
+            allocated.add_metric(
+                key,
+                sum(
+                    g.memory_total_mb if a.memory_mb is None else a.memory_mb for a in g.allocations
+                )
+                * MIB,
+            )
+            foreign.add_metric(key, sum(p.memory_mb for p in g.foreign_processes) * MIB)
+            for name in ("free", "in_use", "draining", "quarantined"):
+                state.add_metric([*key, name], 1 if g.state == name else 0)
+        yield from (total, used, allocated, foreign, state)
+
+    def _standbys(self) -> Iterator[Metric]:
+        """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
+        executor = self.service.executor if self.service.schedules else None
+        if not isinstance(executor, LocalExecutor):
+            return
+        standbys = executor.standbys()
+        count = GaugeMetricFamily(
+            "gpuq_warm_workers",
+            "Training processes started ahead of need for builtin jobs: `ready` (TensorFlow "
+            "imported) or `starting`.",
+            labels=["state"],
+        )
+        ready = sum(s.worker_pid is not None for s in standbys)
+        count.add_metric(["ready"], ready)
+        count.add_metric(["starting"], len(standbys) - ready)
+        memory = GaugeMetricFamily(
+            "gpuq_warm_workers_memory_bytes",
+            "Host memory (resident) the idle warm processes and their runners hold.",
+        )
+        pids = [p for s in standbys for p in (s.runner_pid, s.worker_pid) if p is not None]
+        memory.add_metric([], sum(resident_bytes(pid) or 0 for pid in pids))
+        yield from (count, memory)
+
+
+def _nodes(nodes: list[GpuNodePublic]) -> Iterator[Metric]:
+    """Under `GPUQ_EXECUTOR=slurm`: the partition's GPU nodes."""
+    if not nodes:
+        return
+    gpus = GaugeMetricFamily("gpuq_node_gpus", "GPUs of a Slurm node.", labels=["node", "state"])
+    allocated = GaugeMetricFamily(
+        "gpuq_node_gpus_allocated", "GPUs Slurm has given to jobs.", labels=["node", "state"]
+    )
+    for node in nodes:
+        gpus.add_metric([node.node, node.state], node.gpus)
+        allocated.add_metric([node.node, node.state], node.gpus_allocated)
+    yield from (gpus, allocated)
+
+
+def render(service: Service) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GpuqCollector(service))
+    return generate_latest(registry)

@@ -1,0 +1,252 @@
+"""The shapes the API returns (pydantic), built from the tables in `service.store.tables`."""
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Self
+
+from pydantic import BaseModel
+from pydantic import Field as PydanticField
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import JobStatus, Reason
+from service.gpus.states import GpuState
+from service.store.tables import Job
+
+
+class Progress(BaseModel):
+    epoch: int | None = PydanticField(None, description="Current epoch, from 1.")
+    epochs: int | None = PydanticField(None, description="Epochs in all.")
+    step: int | None = PydanticField(None, description="Step within the epoch, from 1.")
+    steps: int | None = PydanticField(None, description="Steps per epoch.")
+    fraction: float | None = PydanticField(None, description="Share of all training done, 0..1.")
+    samples_per_s: float | None = PydanticField(
+        None, description="Training throughput in the current epoch (all replicas together)."
+    )
+    eta_s: float | None = PydanticField(None, description="Estimated seconds left.")
+
+
+def _d(description: str) -> Any:
+    return PydanticField(description=description)
+
+
+class AttemptPublic(BaseModel):
+    attempt: int = _d("Attempt number, from 1.")
+    reason: Reason | None = _d("Why it ended.")
+    message: str | None = _d("The one-line explanation.")
+    exit_code: int | None = _d("Its exit code, if it exited.")
+    last_epoch: int | None = _d("The last epoch it reported.")
+    finished_at: datetime = _d("When it ended (UTC).")
+
+
+class JobEvent(BaseModel):
+    """What changes while a job runs: the body of each `job` event in `GET /v1/events`."""
+
+    id: int = _d("The job's id.")
+    name: str = _d("The spec's `name`.")
+    owner: str = _d("Who submitted the job.")
+    status: JobStatus = _d("queued, starting, running, succeeded, failed, cancelled, timed_out.")
+    reason: Reason | None = _d("Why the job ended, when it has.")
+    message: str | None = _d("A one-line explanation of `reason`, with a hint.")
+    exit_code: int | None = _d("The training process's exit code, when it exited.")
+    assigned_gpus: list[int] = _d("GPU indices; empty while queued.")
+    attempt: int = _d("Attempt number, from 1 once launched; 0 while never launched.")
+    wait_reason: str | None = _d("Why a queued job is not running yet.")
+    queue_position: int | None = _d(
+        "Place in the queue (1 = considered next), brought up to date within 2 s; null unless "
+        "queued."
+    )
+    progress: Progress = _d("Where training is.")
+    metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
+    gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
+    num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
+    executor: str | None = _d(
+        "What runs the current attempt: `local` (this box) or `slurm`; null until handed over."
+    )
+    executor_job_id: str | None = _d(
+        "The attempt's id there: the runner's process id on a box, the Slurm job id."
+    )
+    started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
+    running_at: datetime | None = _d("The first training step was reported (UTC).")
+    finished_at: datetime | None = _d("Reached its final state (UTC).")
+    revision: int = _d(
+        "Grows whenever this job changes; pass it as `since` with `wait_s` to wait for the "
+        "next change."
+    )
+
+    @classmethod
+    def of(cls, job: Job | Mapping[str, Any]) -> Self:
+        """From a loaded job, or from its row as read without the ORM."""
+        data = job.model_dump() if isinstance(job, Job) else dict(job)
+        data["progress"] = Progress(**data["progress"])
+        data["revision"] = data["rev"]
+        return cls.model_validate(data)
+
+
+class PlacementViolation(BaseModel):
+    gpu: int = _d("The GPU the job's processes used without being given it.")
+    pids: list[int] = _d("Its processes seen there.")
+    memory_mb: int = _d("What they held there, in MiB.")
+
+
+class JobPublic(JobEvent):
+    priority: int = _d("Higher starts first.")
+    spec: JobSpec = _d("The job spec as accepted, defaults filled in.")
+    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
+    log_tail: list[str] = _d("The last log lines of a job that did not succeed.")
+    warnings: list[str] = _d("Things gpuq noticed, e.g. GPU memory over the cap under `warn`.")
+    placement_violations: list[PlacementViolation] = _d(
+        "Each GPU the job was seen using without being given it (NVML)."
+    )
+    retry_at: datetime | None = _d("A job queued again for a retry waits until then (UTC).")
+    previous_attempts: list[AttemptPublic] = _d("How each earlier attempt ended, oldest first.")
+    held: bool = _d("Kept from starting until released (`POST .../release`).")
+    unix_user: str | None = _d(
+        "The Unix account the job runs as (GPUQ_RUN_AS=owner); null: gpuq's own account."
+    )
+    not_before: datetime | None = _d("The job does not start before this moment (UTC).")
+    idle_since: datetime | None = _d(
+        "Since when the job holds GPUs without training (the idle rule); null while it trains."
+    )
+    depends_on: list[int] = _d("Jobs that must succeed before this one starts.")
+    created_at: datetime = _d("Submitted (UTC).")
+
+
+class Preview(BaseModel):
+    would_start: bool = _d("True if the job would start right now.")
+    assigned_gpus: list[int] = _d("The GPUs it would get now; empty if it would wait.")
+    memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
+    wait_reason: str | None = _d("Why it would wait, if it would.")
+    jobs_ahead: int = _d("Queued jobs that would be considered before it.")
+
+
+class AuditPublic(BaseModel):
+    id: int = _d("Entry id, increasing.")
+    at: datetime = _d("When (UTC).")
+    actor: str = _d("Who did it.")
+    action: str = _d("What: submit, cancel, hold, release, priority, gpu_release, ...")
+    target: str = _d("What it was done to: `job/7`, `gpu/0`, `user/ana`.")
+    detail: dict[str, Any] = _d("More about it, e.g. the old and new priority.")
+
+
+class AuditPage(BaseModel):
+    entries: list[AuditPublic] = _d("Newest first.")
+    next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")
+
+
+class JobPage(BaseModel):
+    jobs: list[JobPublic] = _d("This page of jobs, newest first.")
+    next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")
+
+
+class EpochMetrics(BaseModel):
+    model_config = {"extra": "allow"}
+    epoch: int = _d("Epoch, from 1; the other keys are the metrics (loss, val_loss, ...).")
+
+
+class StepMetrics(BaseModel):
+    model_config = {"extra": "allow"}
+    epoch: int = _d("Epoch, from 1.")
+    step: int = _d("Step within the epoch, from 1; the other keys are the metrics.")
+
+
+class MetricHistory(BaseModel):
+    epochs: list[EpochMetrics] = _d("One entry per completed epoch.")
+    steps: list[StepMetrics] = _d("Sampled steps (about one a second).")
+
+
+class ArtifactPublic(BaseModel):
+    name: str = _d("Path under the job's folders: `model.keras`, `checkpoints/...`, ...")
+    size_bytes: int = _d("Size in bytes.")
+    modified_at: datetime = _d("Last written (UTC).")
+
+
+class ArtifactList(BaseModel):
+    job_id: int = _d("The job.")
+    attempt: int = _d("The attempt these files belong to (0: never launched, no files).")
+    artifacts: list[ArtifactPublic] = _d("Files by name; download one at `.../artifacts/{name}`.")
+
+
+class AllocationPublic(BaseModel):
+    job_id: int = _d("The job holding part or all of this GPU.")
+    memory_mb: int | None = _d("Declared cap in MiB; null for a whole GPU.")
+
+
+class ForeignProcess(BaseModel):
+    pid: int = _d("Process id on the host.")
+    memory_mb: int = _d("GPU memory it holds, in MiB.")
+
+
+class GpuNodePublic(BaseModel):
+    """A GPU node of the Slurm partition (`GPUQ_EXECUTOR=slurm`), from `sinfo`."""
+
+    node: str = _d("Slurm's node name.")
+    gpus: int = _d("GPUs the node has (its `gpu` GRES).")
+    gpus_allocated: int = _d("GPUs Slurm has given to jobs.")
+    gpus_free: int = _d("GPUs neither allocated nor on a node that is down or drained.")
+    state: str = _d("Slurm's node state: idle, mixed, allocated, down, drained...")
+
+
+class MaintenancePublic(BaseModel):
+    reason: str | None = _d("Why, in the admin's words.")
+    by: str = _d("The admin who drained it.")
+    since: datetime = _d("Drained since (UTC).")
+
+
+class DrainPublic(BaseModel):
+    """An admin's maintenance drain: nothing new starts there until it is resumed."""
+
+    gpu: int | None = _d("The GPU drained; null: the whole box.")
+    reason: str | None = _d("Why, in the admin's words.")
+    by: str = _d("The admin who drained it.")
+    since: datetime = _d("Drained since (UTC).")
+
+
+class GpuPublic(BaseModel):
+    index: int = _d("NVML index, as used in CUDA_VISIBLE_DEVICES (PCI bus order).")
+    uuid: str = _d("NVML UUID.")
+    name: str = _d("Model name.")
+    memory_total_mb: int = _d("Total memory in MiB.")
+    memory_used_mb: int = _d("Used memory in MiB (NVML; declared caps on simulated GPUs).")
+    memory_free_mb: int = _d("Free memory in MiB.")
+    state: GpuState = _d("`free`, `in_use`, `draining` or `quarantined`.")
+    state_reason: str | None = _d("Why a GPU is draining or quarantined.")
+    utilization_pct: int | None = _d("GPU utilisation in percent (NVML; null when unknown).")
+    simulated: bool = _d("True for GPUs simulated with CPU devices (`GPUQ_GPUS=sim:...`).")
+    allocations: list[AllocationPublic] = _d("Jobs placed on this GPU.")
+    foreign_processes: list[ForeignProcess] = _d("Processes gpuq did not start, with memory.")
+    maintenance: MaintenancePublic | None = PydanticField(
+        None,
+        description="The admin's drain of this GPU (or of the whole box): no new job starts "
+        "on it until resumed; null: not drained.",
+    )
+
+
+class WebhookPublic(BaseModel):
+    url: str | None = _d("Your default webhook, for jobs whose spec names none; null: none.")
+    secret: str = _d(
+        "Signs every delivery to your jobs' webhooks: `X-Gpuq-Signature: sha256=<hex>` is "
+        "HMAC-SHA256 of the body with this key."
+    )
+
+
+class DeliveryAttemptPublic(BaseModel):
+    at: datetime = _d("When the POST was sent (UTC).")
+    status_code: int | None = _d("The receiver's HTTP status; null if none came.")
+    error: str | None = _d("Why no answer came: timeout, connection refused, ...")
+    duration_ms: int = _d("How long the attempt took, in milliseconds.")
+
+
+class WebhookDeliveryPublic(BaseModel):
+    id: int = _d("The delivery's id, also sent as `X-Gpuq-Delivery`.")
+    event: str = _d("The job's new status (`running`, `succeeded`, ...) or `idle`.")
+    url: str = _d("Where it is posted.")
+    state: str = _d("`pending` (to be tried), `delivered` (a 2xx answer) or `failed`.")
+    attempts: list[DeliveryAttemptPublic] = _d("Each try, oldest first.")
+    next_at: datetime | None = _d("When the next try is due (UTC); null unless pending.")
+    created_at: datetime = _d("When the change was noticed (UTC).")
+    finished_at: datetime | None = _d("When it was delivered or given up (UTC).")
+
+
+class WebhookDeliveryList(BaseModel):
+    job_id: int = _d("The job.")
+    deliveries: list[WebhookDeliveryPublic] = _d("The newest (at most 200), newest first.")

@@ -1,0 +1,246 @@
+"""Everything `gpuq serve` holds open (database, GPUs, scheduler), and the one call each
+route makes: `Service` is the domain's front door, so routes never reach into the
+scheduler or compute run-directory paths."""
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import TERMINAL
+from service import jobs
+from service.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
+from service.executors import Executor, LocalExecutor, Node, QueueingExecutor
+from service.executors.slurm import SlurmExecutor, slurm_environment_ok
+from service.gpus import maintenance, registry
+from service.gpus.inventory import Inventory, InventoryError, discover
+from service.gpus.nvml import GpuProbe
+from service.gpus.registry import GpuRegistry
+from service.jobs import admission
+from service.jobs.artifacts import Artifact, find_artifact, list_artifacts, open_artifact
+from service.jobs.submissions import Submissions
+from service.jobs.submit import Stored, submission
+from service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
+from service.scheduler.loop import Scheduler
+from service.settings import Settings
+from service.store import migrate
+from service.store.db import Database
+from service.store.tables import Job
+from service.team import run_as, state_dirs, users
+from service.team.users import Caller
+from service.webhooks import Notifier
+
+
+@dataclass
+class Service:
+    settings: Settings
+    db: Database
+    gpus: GpuRegistry
+    executor: Executor
+    scheduler: Scheduler
+    schedules: bool = True  #: False in an API-only process
+    notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
+    #: Stores submissions, concurrent ones in shared commits (group commit).
+    submissions: Submissions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.submissions = Submissions(self.db, on_stored=self.scheduler.wake)
+
+    @classmethod
+    def open(
+        cls, settings: Settings, *, schedule: bool = True, probe: GpuProbe | None = None
+    ) -> "Service":
+        """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble.
+
+        `schedule=False` serves the API only: jobs are stored and stay queued. `probe`
+        replaces NVML with a stand-in (tests): its readings drive placement, sampling and
+        draining while workers train on simulated devices.
+        """
+        run_as.check_startup(settings)
+        state_dirs.prepare(settings)
+        executor = open_executor(settings)
+        if isinstance(executor, QueueingExecutor):
+            # The cluster's GPUs are Slurm's; `sim:` still makes workers simulate theirs.
+            inventory = Inventory([], simulated=settings.gpus.startswith("sim"), probe=None)
+        elif probe is None:
+            inventory = discover(settings.gpus)
+        else:
+            inventory = Inventory.from_probe(probe, simulated=True)
+        db = Database.open(settings.db_url)
+        migrate.upgrade(db)
+        state_dirs.protect_database(settings)
+        registry.sync(db, inventory)
+        gpus = GpuRegistry(db, inventory)
+        scheduler = Scheduler(db, settings, gpus, executor)
+        notifier = None
+        if schedule:
+            scheduler.start()
+            notifier = Notifier(db, settings)
+            notifier.start()
+        return cls(settings, db, gpus, executor, scheduler, schedules=schedule, notifier=notifier)
+
+    def close(self) -> None:
+        self.submissions.close()  # first: what is waiting is stored and answered
+        if self.notifier is not None:
+            self.notifier.stop()
+        if self.schedules:
+            self.scheduler.stop()
+        self.db.dispose()
+
+    # --- jobs ----------------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, caller: Caller, idempotency_key: str | None = None) -> Stored:
+        """Admits `spec` (422 if it can never run here), applies the caller's quotas, stores
+        the job with its audit entry and wakes the scheduler; returns once the job is
+        committed. `created` is False for a replayed `idempotency_key` (the original job)."""
+        self._admit(spec, caller)
+        settings = self.settings
+        limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
+        return self.submissions.submit(submission(spec, caller, idempotency_key, limits))
+
+    def preview(self, spec: JobSpec, caller: Caller) -> Preview:
+        """A dry run: where `spec` would start now, or why it would wait."""
+        self._admit(spec, caller)
+        return self.scheduler.preview(spec, caller.name)
+
+    def _admit(self, spec: JobSpec, caller: Caller) -> None:
+        """Refuses what could never run here, or not as `caller`: their Unix account, the
+        paths they name, command jobs as root."""
+        settings = self.settings
+        run_as.check_spec(settings, spec)
+        account = run_as.account_for(settings, caller)
+        rules = run_as.path_rules(settings, account, has_users=users.has_users(self.db))
+        devices = self.gpus.inventory.devices
+        cluster = None
+        if isinstance(self.executor, QueueingExecutor):
+            cluster = [node.gpus for node in self._nodes()]
+        admission.check(spec, devices, settings.gpu_headroom_mb, cluster=cluster, rules=rules)
+
+    def _nodes(self) -> list[Node]:
+        assert isinstance(self.executor, QueueingExecutor)
+        try:
+            return self.executor.nodes()
+        except OSError as exc:
+            raise Unavailable(f"cannot ask Slurm for its nodes: {exc}") from exc
+
+    def cancel(self, job_id: int, caller: Caller) -> Job:
+        job = jobs.cancel_job(self.db, job_id, caller)
+        self.scheduler.wake()
+        return job
+
+    def hold(self, job_id: int, caller: Caller, *, held: bool) -> Job:
+        job = jobs.set_held(self.db, job_id, caller, held=held)
+        if not held:
+            self.scheduler.wake()
+        return job
+
+    def change_priority(self, job_id: int, caller: Caller, priority: int | None) -> Job:
+        if priority is None:
+            return jobs.get_job(self.db, job_id)
+        job = jobs.set_priority(self.db, job_id, caller, priority)
+        self.scheduler.wake()
+        return job
+
+    def log_path(self, job_id: int, caller: Caller) -> Path | None:
+        """The latest attempt's log; None while the job was never launched (404: no job)."""
+        attempt = self._files_of(job_id, caller).attempt
+        return self.executor.run_dir(job_id, attempt).log if attempt else None
+
+    def _files_of(self, job_id: int, caller: Caller) -> Job:
+        """The job, if `caller` may read its files: under GPUQ_RUN_AS=owner they are its
+        owner's alone (and admins'), as on disk; elsewhere the team's."""
+        job = jobs.get_job(self.db, job_id)
+        if self.settings.run_as == "owner" and not caller.manages(job.owner):
+            raise Forbidden(f"job {job_id}'s files are {job.owner}'s (GPUQ_RUN_AS=owner)")
+        return job
+
+    def ended(self, job_id: int) -> bool:
+        return jobs.get_job(self.db, job_id).status in TERMINAL
+
+    def artifacts(
+        self, job_id: int, attempt: int | None, caller: Caller
+    ) -> tuple[int, list[Artifact]]:
+        """The attempt asked for (default: the latest; 0 if never launched) and its files."""
+        chosen = self._attempt(job_id, attempt, caller)
+        return chosen, list_artifacts(self.executor.run_dir(job_id, chosen)) if chosen else []
+
+    def artifact(
+        self, job_id: int, name: str, attempt: int | None, caller: Caller
+    ) -> tuple[Artifact, BinaryIO]:
+        """One file of an attempt, opened; 404 if there is none by that name."""
+        chosen = self._attempt(job_id, attempt, caller)
+        if not chosen:
+            raise NotFound(f"job {job_id} has not started, so it has no files yet")
+        run = self.executor.run_dir(job_id, chosen)
+        found = find_artifact(run, name)
+        return found, open_artifact(found, run)
+
+    def _attempt(self, job_id: int, attempt: int | None, caller: Caller) -> int:
+        job = self._files_of(job_id, caller)
+        if attempt is not None and attempt > job.attempt:
+            raise Invalid(("query", "attempt"), f"job {job_id} has had {job.attempt} attempt(s)")
+        return attempt or job.attempt
+
+    # --- GPUs ----------------------------------------------------------------------------------
+
+    def list_gpus(self) -> list[GpuPublic] | list[GpuNodePublic]:
+        if isinstance(self.executor, QueueingExecutor):
+            return [GpuNodePublic(**asdict(node)) for node in self._nodes()]
+        return self.gpus.describe(self.scheduler.job_groups())
+
+    def release_gpu(self, index: int, caller: Caller) -> GpuPublic:
+        """Puts a draining or quarantined GPU back into use; 404 or 409 otherwise."""
+        if isinstance(self.executor, QueueingExecutor):
+            raise Conflict("the GPUs are Slurm's: a cluster administrator resumes a node")
+        views = {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}
+        if index not in views:
+            raise NotFound(f"no GPU with index {index}")
+        if not self.gpus.release(index, actor=caller.name):
+            raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
+        self.scheduler.wake()
+        return {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}[index]
+
+    # --- maintenance ---------------------------------------------------------------------------
+
+    def drains(self) -> list[DrainPublic]:
+        """Every maintenance drain: the whole box's first, then single GPUs'."""
+        return maintenance.current(self.db)
+
+    def drain(
+        self, gpus: list[int] | None, reason: str | None, caller: Caller
+    ) -> list[DrainPublic]:
+        """Starts nothing new on `gpus` (None: the whole box) until resumed; running jobs go
+        on. 404 for an unknown GPU; 409 for single GPUs under Slurm."""
+        self._slurm_has_no_gpus(gpus)
+        drains = maintenance.drain(self.db, gpus, reason, caller.name)
+        self.scheduler.wake()
+        return drains
+
+    def resume(self, gpus: list[int] | None, caller: Caller) -> list[DrainPublic]:
+        """Ends the drains of `gpus` (None: all of them) and returns those left."""
+        self._slurm_has_no_gpus(gpus)
+        drains = maintenance.resume(self.db, gpus, caller.name)
+        self.scheduler.wake()
+        return drains
+
+    def _slurm_has_no_gpus(self, gpus: list[int] | None) -> None:
+        if gpus is not None and isinstance(self.executor, QueueingExecutor):
+            raise Conflict(
+                "the GPUs are Slurm's: drain a node with `scontrol update nodename=... "
+                "state=drain reason=...`, or drain the whole box (no GPUs) to stop handing "
+                "jobs over"
+            )
+
+
+def open_executor(settings: Settings) -> Executor:
+    """The executor `GPUQ_EXECUTOR` names; `InventoryError` if Slurm is asked for but its
+    commands do not answer here."""
+    if settings.executor == "slurm":
+        problem = slurm_environment_ok()
+        if problem is not None:
+            raise InventoryError(
+                f"GPUQ_EXECUTOR=slurm, but Slurm's commands do not work here ({problem}); "
+                "install Slurm's client and set SLURM_CONF if needed"
+            )
+        return SlurmExecutor(settings)
+    return LocalExecutor(settings.runs_dir, settings.warm_workers)

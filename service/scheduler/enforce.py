@@ -1,0 +1,60 @@
+"""The `enforce` step: memory caps (`caps`), the idle rule (`idle`), then cancels and time
+limits: SIGTERM once, SIGKILL when the grace period is over."""
+
+import logging
+import signal
+
+from sqlalchemy import select
+
+from gpuq.contract.states import Reason
+from service.jobs import writes
+from service.jobs.writes import JOB
+from service.scheduler.caps import CapGuard
+from service.scheduler.idle import check_idle
+from service.scheduler.running import Books
+from service.store.db import utcnow
+
+log = logging.getLogger(__name__)
+
+
+def enforce(books: Books, caps: CapGuard) -> None:
+    caps.check()
+    check_idle(books)
+    stop_overdue(books)
+
+
+def stop_overdue(books: Books) -> None:
+    """Stops jobs that were cancelled or ran past their time limit: SIGTERM, then SIGKILL."""
+    if not books.running:
+        return
+    now = utcnow()
+    query = select(
+        JOB.c.id,
+        JOB.c.stop_sent_at,
+        JOB.c.cancel_requested_at,
+        JOB.c.started_at,
+        JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
+    ).where(JOB.c.id.in_(list(books.running)))
+    with books.db.read() as session:
+        jobs = session.connection().execute(query).all()
+    for job in jobs:
+        running = books.running[job.id]
+        if job.stop_sent_at is None:
+            cause = None
+            limit = job.time_limit_s
+            if job.cancel_requested_at is not None:
+                cause = Reason.cancelled_by_user
+            elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:
+                cause = Reason.time_limit
+            if cause is not None:
+                log.info("job %d: sending SIGTERM (%s)", job.id, cause.value)
+                with books.db.write() as session:
+                    writes.record_stop(session, job.id, cause)
+                books.executor.signal(job.id, signal.SIGTERM)
+        elif (
+            not running.killed
+            and (now - job.stop_sent_at).total_seconds() >= books.settings.cancel_grace_s
+        ):
+            log.info("job %d: grace period over, sending SIGKILL", job.id)
+            books.executor.signal(job.id, signal.SIGKILL)
+            running.killed = True

@@ -1,0 +1,166 @@
+"""Finishing jobs (the `reap` step): each exit the executor reports is judged
+(`contract.outcome`), the job ends or is queued again for a retry, and its GPUs drain.
+
+All the exits of one step, with their last events, are written in one write transaction;
+the loop adds the `ingest` step's events of the jobs still running to it (`settle`), so a
+step commits once for everything its jobs said and did."""
+
+import logging
+import os
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from gpuq.contract.outcome import Outcome, classify
+from gpuq.contract.safe_open import open_inside
+from gpuq.contract.states import JobStatus
+from service.executors import Exit
+from service.jobs import writes
+from service.jobs.writes import JOB, JobRow
+from service.scheduler import ingest
+from service.scheduler.drain import start_draining
+from service.scheduler.retries import retry_delay
+from service.scheduler.running import Books, Running
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 50
+
+#: What judging an exit reads of its job.
+_JUDGED = (
+    JOB.c.id,
+    JOB.c.attempt,
+    JOB.c.message,
+    JOB.c.stop_reason,
+    JOB.c.spec,
+    JOB.c.progress,
+    JOB.c.previous_attempts,
+)
+
+
+def settle(books: Books) -> None:
+    """The `ingest` and `reap` steps in one write transaction: every running job's new
+    events, then the exits with their jobs' last events, judged; their GPUs drain (no
+    transaction if nothing was written or ended)."""
+    ended = _ended(books)
+    # Read after the exits are known, so an ended job's events are all there; and before
+    # the write lock is taken: nothing else writes these files now.
+    found = ingest.read_new([r for r, _ in ended])
+    found.update(ingest.read_new(list(books.running.values())))
+    if not ended and not found:
+        return
+    tails = {r.job_id: tail_log(r.run.log) for r, _ in ended}
+    with books.db.write() as session:
+        if found:
+            ingest.record(session, found)
+        said = _finish_all(books, session, ended, tails)
+    ingest.advance(books, found)
+    for running, (outcome, retry_in) in said:
+        log.info(
+            "job %d: %s (%s) %s",
+            running.job_id,
+            outcome.status.value if retry_in is None else f"retrying in {retry_in:g} s",
+            outcome.reason or "-",
+            outcome.message,
+        )
+
+
+def _ended(books: Books) -> list[tuple[Running, Exit]]:
+    """The running jobs whose exit the executor reports, taken out of `books.running`."""
+    ended = []
+    for exit in books.executor.exited():
+        running = books.running.pop(exit.job_id, None)
+        if running is not None:
+            ended.append((running, exit))
+        elif exit.job_id in books.disowned:  # killed unclaimed: the database never knew it
+            books.disowned.discard(exit.job_id)
+        else:
+            log.warning("job %d: an exit for a job this scheduler does not run", exit.job_id)
+    return ended
+
+
+def _finish_all(
+    books: Books,
+    session: Session,
+    ended: list[tuple[Running, Exit]],
+    tails: dict[int, list[str]],
+) -> list[tuple[Running, tuple[Outcome, float | None]]]:
+    if not ended:
+        return []
+    rows = session.connection().execute(
+        select(*_JUDGED).where(JOB.c.id.in_([r.job_id for r, _ in ended]))
+    )
+    jobs = {row.id: row for row in rows}
+    said = []
+    for running, exit in ended:
+        job = jobs.get(running.job_id)
+        if job is not None:
+            tail = tails[running.job_id]
+            said.append((running, finish_job(books, session, running, exit, job, tail)))
+    return said
+
+
+def finish_job(
+    books: Books,
+    session: Session,
+    running: Running,
+    exit: Exit,
+    job: JobRow,
+    tail: list[str],
+) -> tuple[Outcome, float | None]:
+    """Ends the job as its exit says (or queues it again) and drains its GPUs, in the
+    caller's write transaction (`tail`: its log's last lines); the outcome, and the seconds
+    until its retry (None: none)."""
+    outcome = judge(exit, job, tail)
+    if outcome.status == JobStatus.succeeded:
+        tail = []
+    if outcome.status == JobStatus.queued:  # preempted: no failure, so no retry counts
+        retry_in: float | None = 0.0
+    else:
+        retry_in = retry_delay(outcome, job.attempt, job.spec, books.settings)
+    if retry_in is None:
+        writes.finish(session, running.job_id, outcome, tail)
+    else:
+        writes.requeue(
+            session,
+            running.job_id,
+            outcome,
+            tail,
+            retry_in,
+            attempt=job.attempt,
+            last_epoch=job.progress.get("epoch"),
+            previous_attempts=job.previous_attempts,
+        )
+    start_draining(books, session, running)
+    return outcome, retry_in
+
+
+def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
+    """How the job ended: the runner's record, unless the executor knows better (Slurm ended
+    it at its limit, its node failed, it was preempted) and gpuq neither stopped it itself
+    nor saw it succeed."""
+    code = exit.record.get("exit_code") if exit.record else None
+    verdict = exit.verdict
+    if verdict is not None and code != 0 and job.stop_reason is None:
+        return Outcome(verdict.status, verdict.reason, verdict.message, code)
+    return classify(
+        exit_info=exit.record,
+        detail=job.message,
+        stop_reason=job.stop_reason,
+        time_limit_s=job.spec.get("time_limit_s"),
+        builtin=job.spec.get("kind") == "keras",
+        log_tail=tail,
+    )
+
+
+def tail_log(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last lines of a job's log (read from its last 64 KiB)."""
+    try:
+        with open_inside(path, path.parent) as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except (FileNotFoundError, PermissionError):
+        return []
+    return text.splitlines()[-lines:]

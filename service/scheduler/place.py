@@ -1,0 +1,100 @@
+"""The `place` step: plan the queue (`placement.plan` over a `snapshot`), start what may
+start now, and record why and where every other queued job waits, all in one write
+transaction (`starting.batch`). Also the dry run."""
+
+import time
+
+from gpuq.contract.spec import JobSpec
+from gpuq.contract.states import Reason
+from service.jobs import writes
+from service.public import Preview
+from service.scheduler import snapshot
+from service.scheduler.placement import order
+from service.scheduler.queued import PREVIEW_ID, request_for_spec
+from service.scheduler.replan import Replan
+from service.scheduler.running import Books
+from service.scheduler.starting import batch
+from service.store.db import utcnow
+from service.team.audit import record
+from service.team.users import SCHEDULER
+
+#: Queue positions of jobs whose wait reason did not change are rewritten at most this
+#: often: each start moves every queued job up one, and rewriting thousands of rows (and
+#: waking everyone watching them) on every start would cost more than the start.
+POSITIONS_EVERY_S = 2.0
+
+
+class Placer:
+    def __init__(self, books: Books) -> None:
+        self.books = books
+        self._positions_at = 0.0  #: when every queue position was last brought up to date
+        self._replan = Replan()
+
+    def _snapshot(self, *, skip_if_idle: bool = False) -> snapshot.Snapshot | None:
+        books = self.books
+        return snapshot.take(
+            books.db,
+            books.gpus,
+            books.settings,
+            cpu_busy=sum(not r.gpus for r in list(books.running.values())),
+            job_groups=set(books.executor.process_groups()),
+            skip_if_idle=skip_if_idle,
+        )
+
+    def place(self) -> None:
+        """Starts the queued jobs that may start now; records why and where the others wait.
+        Nothing, not even a snapshot, if nothing changed since the last plan (`replan`)."""
+        running = frozenset(self.books.running)
+        seen = self._replan.due(self.books.db, running)
+        if seen is None:
+            return
+        snap = self._snapshot(skip_if_idle=True)
+        moments = [] if snap is None else [m for q in snap.queued.values() for m in q.waits_until]
+        self._replan.planned(seen, running, moments)
+        if snap is None:
+            return
+        result = snap.inputs.plan()
+        placed = {p.job_id for p in result.placements}
+        reasons = {**snap.blocked, **result.waiting}
+        waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
+        positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
+        refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
+        if refresh:
+            self._positions_at = time.monotonic()
+        changes = [
+            {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
+            for job_id in waiting
+            if snap.queued[job_id].wait_reason != reasons.get(job_id)
+            or snap.queued[job_id].queue_position is None
+            or (refresh and snap.queued[job_id].queue_position != positions[job_id])
+        ]
+        if not (snap.doomed or changes or result.placements):
+            return  # nothing to write: no transaction, no commit to wake watchers
+        with batch(self.books) as starts:
+            for job_id, why in snap.doomed.items():
+                message = f"will never start: {why}"
+                writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
+                record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+            writes.set_wait_reasons(starts.session, changes)
+            starts.start(result.placements)
+
+    def preview(self, spec: JobSpec, owner: str) -> Preview:
+        """Where `spec` would start if `owner` submitted it now, or why it would wait."""
+        snap = self._snapshot()
+        assert snap is not None  # only an idle-skipping snapshot is ever None
+        inputs = snap.inputs
+        inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
+        ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
+        placed = None
+        why = snapshot.not_yet(spec.not_before, utcnow()) or snap.drained
+        if why is None:
+            result = inputs.plan()
+            placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
+            why = result.waiting.get(PREVIEW_ID)
+        return Preview(
+            would_start=placed is not None,
+            assigned_gpus=list(placed.gpu_indices) if placed else [],
+            memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
+            wait_reason=why,
+            jobs_ahead=ahead,
+        )

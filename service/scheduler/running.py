@@ -1,0 +1,64 @@
+"""What the scheduler keeps in memory: each launched job, and what every step works with."""
+
+import time
+from dataclasses import dataclass, field
+
+from gpuq.contract.rundir import RunDir
+from service.executors import Executor
+from service.gpus.registry import GpuRegistry
+from service.scheduler.stats import SchedulerStats
+from service.settings import Settings
+from service.store.db import Database
+
+
+@dataclass
+class MemoryRecord:
+    """What sampling has learnt about one running job's GPU memory."""
+
+    cap_mb: int | None
+    peak_mb: int = 0
+    warned: bool = False  #: over its cap under `GPUQ_OVER_CAP=warn`, said once
+    off_gpus: set[int] = field(default_factory=set)  #: GPUs it used without being given them
+    #: GPU index → pids seen holding memory there (a dead pid's memory can linger)
+    pids: dict[int, set[int]] = field(default_factory=dict)
+    held_mb: int = 0  #: what it held on its GPUs at the last sample
+    util_pct: int | None = None  #: its busiest GPU's utilisation then (None: unknown)
+
+
+@dataclass
+class Activity:
+    """Whether a running job trains (the idle rule); times on the monotonic clock."""
+
+    exempt: bool = False  #: the spec's `idle_exempt`: never idle
+    since: float = field(default_factory=time.monotonic)  #: started, or taken back
+    last_step: float = field(default_factory=time.monotonic)  #: a step or epoch reported
+    idle_since: float | None = None  #: declared idle then; None while it trains
+
+
+@dataclass
+class Running:
+    """A launched job, from its start (or re-adoption) until its exit is reaped."""
+
+    job_id: int
+    run: RunDir
+    gpus: list[int]
+    memory: MemoryRecord
+    offset: int = 0  #: how far into `events.jsonl` has been ingested
+    killed: bool = False  #: SIGKILL sent: nothing more to send
+    activity: Activity = field(default_factory=Activity)
+
+
+@dataclass
+class Books:
+    """What every step reads and keeps: the database, the GPUs, the executor that runs the
+    jobs, and the jobs it runs."""
+
+    db: Database
+    settings: Settings
+    gpus: GpuRegistry
+    executor: Executor
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+    running: dict[int, Running] = field(default_factory=dict)
+    #: jobs whose runner was killed because the database never recorded its start: their
+    #: exit, which the executor reports once, is no one's
+    disowned: set[int] = field(default_factory=set)

@@ -1,0 +1,221 @@
+"""What the scheduler knows when it plans: the queue, who claims what until when, which
+GPUs an admin drained, and why some queued jobs cannot be considered at all (held, waiting
+on a retry, a dependency or their `not_before`, or the whole box drained)."""
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any, Protocol
+
+from sqlalchemy import Select, bindparam, select
+
+from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
+from service.gpus import maintenance
+from service.gpus.registry import GpuRegistry, unavailable
+from service.jobs.writes import JOB, JobRow
+from service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
+from service.scheduler.queued import QueuedJob, request_for_job
+from service.settings import Settings
+from service.store.db import Database, utcnow
+from service.store.tables import Job
+
+#: Finished jobs older than this many half-lives no longer count for fair share.
+USAGE_HORIZON_HALF_LIVES = 20
+
+
+@dataclass
+class Snapshot:
+    queued: dict[int, QueuedJob]
+    inputs: PlanInputs
+    #: queued job → why it is not even considered (hold, retry back-off, dependency,
+    #: not_before, the whole box drained)
+    blocked: dict[int, str] = field(default_factory=dict)
+    #: queued job → why it can never start (a dependency failed)
+    doomed: dict[int, str] = field(default_factory=dict)
+    #: every queued job id, in the order the queue is considered
+    positions: list[int] = field(default_factory=list)
+    #: why nothing starts at all: the whole box is drained for maintenance
+    drained: str | None = None
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def take(
+    db: Database,
+    gpus: GpuRegistry,
+    settings: Settings,
+    *,
+    cpu_busy: int,
+    job_groups: set[int],
+    skip_if_idle: bool = False,
+) -> Snapshot | None:
+    """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
+    tick costs one indexed query rather than a scan of recent jobs and a GPU reading."""
+    now_dt = utcnow()
+    now = time.time()
+    horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
+    with db.read() as session:
+        rows = session.connection().execute(QueuedJob.query())
+        queued = {job.id: job for job in map(QueuedJob.from_row, rows)}
+        if skip_if_idle and not queued:
+            return None
+        connection = session.connection()
+        since = datetime.fromtimestamp(horizon, now_dt.tzinfo)
+        recent = connection.execute(_recent(), {"since": since}).all()
+        needed = {d for j in queued.values() for d in j.depends_on}
+        dependencies: dict[int | None, Dependency] = (
+            {j.id: j for j in connection.execute(_dependencies(needed))} if needed else {}
+        )
+        stored, allocations = gpus.load(session)
+        drains = {d.gpu: d for d in maintenance.drains(session)}
+    foreign = gpus.foreign_mb(job_groups)
+    slots = [
+        GpuSlot(
+            g.index,
+            g.memory_total_mb,
+            foreign.get(g.index, 0),
+            unavailable(g) or maintenance.gpu_reason(drains.get(g.index)),
+        )
+        for g in stored
+    ]
+    active = {j.id: j for j in recent if j.status in ACTIVE}
+    ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
+    claims = [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in allocations]
+    running: dict[str, int] = {}
+    for j in active.values():
+        running[j.owner] = running.get(j.owner, 0) + j.gpu_count
+    usage = decayed_usage(
+        (
+            Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, _seconds(j.finished_at))
+            for j in recent
+        ),
+        now,
+        settings.fair_share_half_life_s,
+    )
+    snapshot = Snapshot(
+        queued=queued,
+        inputs=PlanInputs(
+            queue=[],
+            gpus=slots,
+            allocations=claims,
+            cpu_slots=settings.max_cpu_jobs - cpu_busy,
+            topology=gpus.inventory.topology,
+            now=now,
+            grace_s=settings.cancel_grace_s,
+            usage=usage,
+            running_gpus=running,
+            max_gpus_running=settings.max_gpus_running,
+        ),
+        drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
+    )
+    requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
+    for job_id, job in queued.items():
+        doom = failed_dependency(job, dependencies)
+        why = None if doom else _not_considered(job, dependencies, now_dt) or snapshot.drained
+        if doom is not None:
+            snapshot.doomed[job_id] = doom
+        elif why is not None:
+            snapshot.blocked[job_id] = why
+        else:
+            snapshot.inputs.queue.append(requests[job_id])
+    snapshot.positions = [r.job_id for r in order(list(requests.values()), usage)]
+    return snapshot
+
+
+@cache
+def _recent() -> Select[Any]:
+    """The GPU jobs that run, or ended after `:since`: fair share and claims' ends. Built
+    once: every scheduler step runs it."""
+    return select(
+        JOB.c.id,
+        JOB.c.owner,
+        JOB.c.status,
+        JOB.c.gpu_count,
+        JOB.c.started_at,
+        JOB.c.finished_at,
+        JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
+    ).where(
+        JOB.c.started_at.is_not(None),
+        JOB.c.gpu_count > 0,
+        JOB.c.status.in_(ACTIVE) | (JOB.c.finished_at > bindparam("since")),
+    )
+
+
+def _dependencies(ids: set[int]) -> Select[Any]:
+    return select(JOB.c.id, JOB.c.status, JOB.c.reason).where(JOB.c.id.in_(ids))
+
+
+class Dependency(Protocol):
+    """What a job's dependents need to know of it (a `Job`, or a row of these columns)."""
+
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def status(self) -> JobStatus: ...
+    @property
+    def reason(self) -> Reason | None: ...
+
+
+def _ends_at(job: JobRow, grace_s: float) -> float | None:
+    limit = job.time_limit_s
+    started = _seconds(job.started_at)
+    return None if limit is None or started is None else started + limit + grace_s
+
+
+def failed_dependency(
+    job: QueuedJob | Job, dependencies: Mapping[int | None, Dependency]
+) -> str | None:
+    """Why `job` can never start, if one of the jobs it depends on will never succeed."""
+    for dep_id in job.depends_on:
+        dep = dependencies.get(dep_id)
+        if dep is None:
+            return f"it depends on job {dep_id}, which no longer exists"
+        if dep.status in TERMINAL and dep.status != JobStatus.succeeded:
+            why = f" ({dep.reason.value})" if dep.reason else ""
+            return f"it depends on job {dep_id}, which ended {dep.status.value}{why}"
+    return None
+
+
+def _not_considered(
+    job: QueuedJob, dependencies: Mapping[int | None, Dependency], now: datetime
+) -> str | None:
+    """Why `job` is not considered for placement now (hold, retry back-off, not_before,
+    dependency)."""
+    if job.held:
+        return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
+    if job.retry_at is not None and job.retry_at > now:
+        return job.wait_reason or "waiting to retry"
+    early = not_yet(job.not_before, now)
+    if early is not None:
+        return early
+    pending = [d for d in job.depends_on if dependencies[d].status != JobStatus.succeeded]
+    if pending:
+        first = dependencies[pending[0]]
+        return f"waiting for job {first.id} to succeed (it is {first.status.value})"
+    return None
+
+
+def not_yet(not_before: datetime | None, now: datetime) -> str | None:
+    """Why a job with this `not_before` may not start at `now`; None once it may."""
+    if not_before is None or not_before <= now:
+        return None
+    return f"not before {not_before.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ} ({_in(not_before - now)})"
+
+
+def _in(left: timedelta) -> str:
+    # Whole minutes only: a wait reason is written again whenever its words change.
+    if left.total_seconds() < 60:
+        return "in under a minute"
+    minutes = math.ceil(left.total_seconds() / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
+    return f"in {hours // 24} days"

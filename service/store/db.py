@@ -1,0 +1,218 @@
+"""The database: SQLite (WAL, busy timeout, foreign keys, BEGIN IMMEDIATE for writes) by
+default, or PostgreSQL (`postgres`: one writer at a time, a NOTIFY from every write)."""
+
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import Connection, DateTime, Engine, Table, TypeDecorator, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine.url import make_url
+from sqlmodel import Session, SQLModel
+
+from service.store import postgres
+from service.store.change_listener import ChangeListener
+from service.store.commit_notices import CommitNotices
+
+if TYPE_CHECKING:
+    import psycopg
+
+BUSY_TIMEOUT_MS = 10_000
+T = TypeVar("T")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC and always hands back timezone-aware datetimes."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; use utcnow()")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _sqlite_engine(url: str, begin: str) -> Engine:
+    # pysqlite's own transaction handling issues a deferred BEGIN lazily; turning it off
+    # and emitting our own BEGIN is the documented way to get IMMEDIATE transactions.
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # Every commit reaches the disk before it is acknowledged: a 201 is never lost.
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+def insert(session: Session, model: type[SQLModel]) -> sqlite.Insert | postgresql.Insert:
+    """An INSERT into `model`'s table that can take `on_conflict_do_update`, which SQLite
+    and PostgreSQL spell alike."""
+    table: Table = model.__table__  # type: ignore[attr-defined]
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+@dataclass
+class Database:
+    """A read engine (deferred BEGIN) and a write engine (BEGIN IMMEDIATE) on one database.
+
+    A write that starts as a deferred read must upgrade its lock mid-transaction, which is
+    what makes SQLite answer "database is locked"; taking the write lock up front avoids it.
+    On PostgreSQL the reader reads one snapshot per transaction and the writer takes an
+    advisory lock first (`postgres.engines`): the same one-writer-at-a-time world.
+    """
+
+    url: str
+    reader: Engine
+    writer: Engine
+    notices: CommitNotices = field(default_factory=CommitNotices)  #: notified after every commit
+    #: One writer at a time in this process: SQLite serialises writers anyway, and threads
+    #: queued here wake at once, where SQLite's busy handler would make them sleep and retry.
+    _write_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: SQLite: a connection kept to ask `PRAGMA data_version`, which changes whenever
+    #: another connection (of any process) has committed; it never writes.
+    _version_probe: sqlite3.Connection | None = None
+    #: PostgreSQL: the same question, asked of the server's snapshot.
+    _change_probe: postgres.ChangeProbe | None = None
+    #: PostgreSQL: hears other processes' commits.
+    _listener: ChangeListener | None = None
+    _cache: dict[str, tuple[object, Any]] = field(default_factory=dict)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, url: str) -> "Database":
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "postgresql":
+            return cls._open_postgres(url)
+        if parsed.get_backend_name() != "sqlite":
+            engine = create_engine(url)
+            return cls(url, engine, engine)
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        probe = None
+        if parsed.database and parsed.database != ":memory:":
+            probe = sqlite3.connect(parsed.database, check_same_thread=False)
+        return cls(
+            url,
+            _sqlite_engine(url, "BEGIN"),
+            _sqlite_engine(url, "BEGIN IMMEDIATE"),
+            _version_probe=probe,
+        )
+
+    @classmethod
+    def _open_postgres(cls, url: str) -> "Database":
+        origin = secrets.token_hex(8)  # signs this Database's notices, to skip its own
+        reader, writer = postgres.engines(url, origin)
+        notices = CommitNotices()
+        listener = ChangeListener(
+            lambda: postgres.connect(reader, "gpuq change listener"), notices, origin
+        )
+        listener.start()
+        return cls(
+            url,
+            reader,
+            writer,
+            notices,
+            _change_probe=postgres.ChangeProbe(reader),
+            _listener=listener,
+        )
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.writer.dialect.name
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password, to show."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def connect_dedicated(self, purpose: str) -> "psycopg.Connection[Any]":
+        """PostgreSQL: a psycopg connection of its own (autocommit, outside the pools)."""
+        return postgres.connect(self.writer, purpose)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with Session(self.reader, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One write transaction, committed on success and rolled back on error."""
+        with (
+            self._write_lock,
+            Session(self.writer, expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+        self.notices.notify()
+
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """One write transaction on a Core connection, without an ORM session: as `write`,
+        for hot paths that build no objects."""
+        with self._write_lock, self.writer.begin() as conn:
+            yield conn
+        self.notices.notify()
+
+    def cached(self, key: str, load: Callable[[], T]) -> T:
+        """`load()`'s value, kept until anything is committed to the database (by this
+        process or another); loaded every time where that cannot be told."""
+        version = self._version()
+        if version is None:
+            return load()
+        with self._cache_lock:
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = load()  # a commit meanwhile makes the next call load again: no stale hit
+        with self._cache_lock:
+            self._cache[key] = (version, value)
+        return value
+
+    def _version(self) -> object | None:
+        """What changes whenever anything commits; None where that cannot be told."""
+        if self._change_probe is not None:
+            return self._change_probe.version()
+        if self._version_probe is None:
+            return None
+        with self._cache_lock:
+            return self._version_probe.execute("PRAGMA data_version").fetchone()[0]
+
+    def dispose(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        if self._change_probe is not None:
+            self._change_probe.close()
+        self.reader.dispose()
+        self.writer.dispose()
+        if self._version_probe is not None:
+            self._version_probe.close()

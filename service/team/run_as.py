@@ -1,0 +1,136 @@
+"""Whose Unix account a job runs as, and what that allows it to name (GPUQ_RUN_AS).
+
+- `owner`: gpuq runs as root; each job runs as the account bound to its owner
+  (`gpuq users add NAME --unix-user LOGIN`), and a job whose owner has none is refused.
+- `service`: every job runs as gpuq's own account. Under root that would be root, so
+  `command` jobs are refused unless GPUQ_ALLOW_ROOT_JOBS=1 (a single-user box, a container).
+"""
+
+import logging
+from dataclasses import replace
+
+from gpuq.contract.account import Account
+from gpuq.contract.spec import JobSpec
+from service.errors import Forbidden
+from service.executors.base import Launch, LaunchError
+from service.settings import Settings
+from service.store.db import Database
+from service.team import accounts, users
+from service.team.data_access import PathRules
+from service.team.users import Caller
+
+log = logging.getLogger(__name__)
+
+BIND_HINT = (
+    "an admin binds members to their Unix accounts (`gpuq users set NAME --unix-user LOGIN`) "
+    "and sets GPUQ_RUN_AS=owner"
+)
+
+
+class RunAsError(Exception):
+    """The settings ask for what this process cannot do (GPUQ_RUN_AS=owner, not as root)."""
+
+
+def check_startup(settings: Settings) -> None:
+    """Raises `RunAsError` if jobs cannot run as the settings say; logs who they run as."""
+    root = accounts.running_as_root()
+    if settings.run_as == "owner":
+        if not root:
+            raise RunAsError(
+                f"GPUQ_RUN_AS=owner needs gpuq to run as root, to start each job as its "
+                f"owner's Unix account; it runs as {accounts.service_account()}. Start it as "
+                "root, or use GPUQ_RUN_AS=service (every job as gpuq's own account)"
+            )
+        log.info("jobs run as their owners' Unix accounts (GPUQ_RUN_AS=owner)")
+    elif root and settings.allow_root_jobs:
+        log.warning(
+            "JOBS RUN AS ROOT: GPUQ_RUN_AS=service under root with GPUQ_ALLOW_ROOT_JOBS=1; "
+            "any member's command job can do anything on this machine. Meant for a "
+            "single-user box or a container; otherwise %s",
+            BIND_HINT,
+        )
+    elif root:
+        log.warning(
+            "gpuq runs as root with GPUQ_RUN_AS=service: command jobs are refused, since they "
+            "would run as root; %s (or set GPUQ_ALLOW_ROOT_JOBS=1 on a single-user box)",
+            BIND_HINT,
+        )
+    else:
+        log.info(
+            "jobs run as gpuq's own account, %s (GPUQ_RUN_AS=service)", accounts.service_account()
+        )
+
+
+def account_for(settings: Settings, caller: Caller) -> Account | None:
+    """The account `caller`'s jobs run as: None for gpuq's own (GPUQ_RUN_AS=service);
+    `Forbidden` when it must be the owner's and they have none here."""
+    if settings.run_as != "owner":
+        return None
+    if caller.unix_user is None:
+        raise Forbidden(
+            f"jobs run as their owner's Unix account here (GPUQ_RUN_AS=owner), and "
+            f"{caller.name} is bound to none: an admin runs `gpuq users set {caller.name} "
+            "--unix-user LOGIN`, or submit over the local socket as yourself"
+        )
+    account, problem = job_account(caller.unix_user)
+    if account is None:
+        raise Forbidden(
+            f"{caller.name} cannot run jobs: {problem}; an admin binds another account with "
+            f"`gpuq users set {caller.name} --unix-user LOGIN`"
+        )
+    return account
+
+
+def job_account(login: str) -> tuple[Account | None, str]:
+    """The account `login`, fit to run jobs (it exists and is not root); else None and
+    why not. Asked at submit, and again when the job starts."""
+    account = accounts.lookup(login)
+    if account is None:
+        return None, f"the Unix account {login!r} does not exist on this box"
+    if account.uid == 0:
+        return None, f"{login!r} is a root account"
+    return account, ""
+
+
+def check_spec(settings: Settings, spec: JobSpec) -> None:
+    """Refuses a job that would run someone's own program as root by accident."""
+    if (
+        spec.kind == "command"
+        and settings.run_as == "service"
+        and accounts.running_as_root()
+        and not settings.allow_root_jobs
+    ):
+        raise Forbidden(
+            "command jobs would run as root here (gpuq runs as root with GPUQ_RUN_AS=service); "
+            f"{BIND_HINT}, or on a single-user box set GPUQ_ALLOW_ROOT_JOBS=1"
+        )
+
+
+def path_rules(settings: Settings, account: Account | None, *, has_users: bool) -> PathRules:
+    """Which paths a job may name: as its owner, under GPUQ_DATA_DIRS, or (open mode) any."""
+    if account is not None:
+        return PathRules(account=account)
+    if has_users:
+        # Other members' run directories, whatever GPUQ_DATA_DIRS says.
+        return PathRules(roots=tuple(settings.data_roots), closed=(settings.runs_dir.resolve(),))
+    return PathRules()
+
+
+class LaunchRefused(LaunchError):
+    """A placed job cannot start as whom it must run as."""
+
+
+def launch_as(settings: Settings, db: Database, launch: Launch, unix_user: str | None) -> Launch:
+    """`launch`, with whom it runs as (GPUQ_RUN_AS=owner) or where its data must lie (users,
+    jobs as gpuq's account); `LaunchRefused` if its owner's account is gone."""
+    if settings.run_as == "owner":
+        if unix_user is None:
+            account, problem = None, "its owner was bound to no Unix account at submit"
+        else:
+            account, problem = job_account(unix_user)
+        if account is None:
+            raise LaunchRefused(f"cannot run as its owner (GPUQ_RUN_AS=owner): {problem}")
+        return replace(launch, run_as=account)
+    if users.has_users(db):
+        return replace(launch, data_roots=tuple(str(r) for r in settings.data_roots))
+    return launch

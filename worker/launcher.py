@@ -1,0 +1,120 @@
+"""The launcher: a pre-started parent that forks a runner per job in about a millisecond,
+and keeps warm training processes ready for builtin jobs.
+
+`gpuq serve` starts it once (`python -m worker.launcher [--warm N]`) and writes one
+JSON line per job to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null,
+"warm": bool}`. A `warm` request (a builtin Keras job) goes to a standby runner whose
+warm training process has already imported TensorFlow (`standby`, `warm`), when one is
+ready and its code is current; any other request forks a runner: the child leaves for a
+session of its own, drops to the job owner's account where `run_as` names one
+(GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
+`output.log` and becomes `worker.runner` for that run directory, with everything
+already imported. The launcher answers `{"pid": N, "warm": bool}` (or `{"error": "..."}`)
+on stdout, `{"exited": N, "status": S}` once it has reaped a runner, which is how the
+scheduler learns that a job ended, and `{"pool": [...]}` whenever its standbys change.
+
+It keeps N standbys (a used one never takes a second job: a fresh one starts behind it),
+replaces one that dies while idle, backs off when they cannot start (no TensorFlow), and
+retires them all when gpuq's code or TensorFlow changes on disk. It is single-threaded
+(forking is safe: it never imports TensorFlow) and uses the standard library only. When
+its stdin closes (the service stopped or died) it ends its standbys and exits; runners
+carry on, adopted by init, and the next `gpuq serve` finds them as it always does.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import selectors
+import sys
+import traceback
+from typing import Any
+
+from worker import runner
+from worker.warm_pool import WarmPool
+
+READ_CHUNK = 65536
+
+
+def _child(request: dict[str, Any], ready: int) -> int:
+    """Runs in the forked child: becomes the job's runner; returns its exit code."""
+    os.setsid()
+    os.write(ready, b".")  # the session exists: signals to its group now reach it
+    run = runner.become(request)
+    return runner.main(["worker.runner", str(run.path)])
+
+
+def spawn(request: dict[str, Any]) -> int:
+    """Forks the runner; returns its pid once it leads its own session."""
+    readable, ready = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.close(readable)
+            code = _child(request, ready)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(ready)
+    try:
+        os.read(readable, 1)  # empty if the child died first; its exit is reported anyway
+    finally:
+        os.close(readable)
+    return pid
+
+
+def reply(message: dict[str, Any]) -> None:
+    with contextlib.suppress(BrokenPipeError):  # the service is gone; stdin ends next
+        os.write(1, (json.dumps(message) + "\n").encode())
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="worker.launcher")
+    parser.add_argument("--warm", type=int, default=0, help="standby runners to keep ready")
+    args = parser.parse_args(argv)
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ, None)
+    pool = WarmPool(args.warm, selector, reply)
+    pending = b""
+    while True:
+        pool.top_up()
+        for key, _ in selector.select(pool.next_check_s()):
+            if key.data is None:  # a request, or the service went away
+                chunk = os.read(0, READ_CHUNK)
+                if not chunk:
+                    pool.retire_all()
+                    return 0
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    _serve(line, pool, selector)
+            elif isinstance(key.data, int):  # a runner exited
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(key.data, 0)
+                reply({"exited": key.data, "status": os.waitstatus_to_exitcode(status)})
+            else:
+                key.data(key)  # the pool's own: a standby's word, or its exit
+        pool.check_code()
+
+
+def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector) -> None:
+    """Starts the job a request line describes: on a warm standby if it asks for one and
+    one is ready, else on a freshly forked runner."""
+    try:
+        request = json.loads(line)
+        pid = pool.take(request) if request.get("warm") else None
+        warm = pid is not None
+        if pid is None:
+            pid = spawn(request)
+    except (OSError, ValueError, KeyError) as exc:
+        reply({"error": str(exc)})
+        return
+    selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
+    reply({"pid": pid, "warm": warm})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

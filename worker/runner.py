@@ -1,0 +1,167 @@
+"""The runner: a small parent (no TensorFlow) that outlives the training process.
+
+Run as `python -m worker.runner RUN_DIR` in its own session (or forked by the
+launcher). It starts the process that `spec.json` calls for (`launch_plan`, recorded in
+`launch.json`) with output to `output.log`, or hands the job to a warm training process
+it started earlier (`standby`); it records the process's pid and start time in
+`runner.json`, touches `heartbeat` while it waits, and writes `exit.json` when training
+ends, so the outcome is known even if `gpuq serve` was down at the time. It imports the
+standard library only: every job's start waits for it.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuq.contract.account import Account
+from gpuq.contract.events import Event, EventWriter
+from gpuq.contract.exits import ExitCode
+from gpuq.contract.processes import process_start_ticks
+from gpuq.contract.rundir import RunDir, write_json_atomic
+from worker.launch_plan import launch_plan
+from worker.oom import oom_kills
+
+HEARTBEAT_S = 2.0
+
+
+def main(argv: list[str]) -> int:
+    """A cold start: the runner starts the job's process itself."""
+    began = time.time()
+    run = RunDir(Path(argv[1]))
+    survive_group_signals()
+    plan = launch_plan(run, dict(os.environ))
+    # A record of what ran, for people; nothing reads it back.
+    write_json_atomic(run.launch, plan, durable=False)
+    args = plan["argv"]
+    # Under Slurm the runner is the batch step, and `scancel --batch` or the time limit's
+    # warning (`--signal=B:TERM@...`) reaches it alone: training gets its own process group
+    # and the runner passes those signals on to it.
+    batch_step = "SLURM_JOB_ID" in os.environ
+    try:
+        with open(run.log, "ab", buffering=0) as log:
+            child = subprocess.Popen(
+                args,
+                env={**os.environ, **plan["env"]},
+                cwd=plan["cwd"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0 if batch_step else None,
+            )
+    except OSError as exc:
+        exit_record = {
+            "exit_code": ExitCode.launch_error.value,
+            "signal": None,
+            "spawn_error": f"cannot start {args[0]!r}: {exc}",  #: the program never started
+            "finished_at": time.time(),
+        }
+        write_json_atomic(run.exit, exit_record)
+        return ExitCode.launch_error
+    if batch_step:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
+    return supervise(run, child, began=began, running_at_start=plan["running_at_start"])
+
+
+def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
+    """Makes this freshly forked process the runner a launcher request describes: the
+    owner's account, output to the job's log, its environment, its run directory; every
+    file but stdio (and `keep`) closed: the launcher's pipes, pidfds and sockets."""
+    if request.get("run_as"):
+        Account.from_json(request["run_as"]).become()
+    run_dir = Path(request["run_dir"])
+    output_to_log(run_dir)
+    close_inherited(keep)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(run_dir)
+    return RunDir(run_dir)
+
+
+def output_to_log(run_dir: Path) -> None:
+    """Standard output and error to the job's `output.log` (made the caller's, 0600, if it
+    is not there yet), standard input from /dev/null."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(
+        run_dir / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600
+    )
+    for fd, target in ((devnull, 0), (log, 1), (log, 2)):
+        os.dup2(fd, target)
+    os.close(log)
+    os.close(devnull)
+
+
+def close_inherited(keep: int | None = None) -> None:
+    """Closes every file of a forked process but stdio (and `keep`)."""
+    last = os.sysconf("SC_OPEN_MAX")
+    if keep is None:
+        os.closerange(3, last)
+    else:
+        os.closerange(3, keep)
+        os.closerange(keep + 1, last)
+
+
+def survive_group_signals() -> None:
+    """The job's whole process group gets SIGTERM on cancel; the runner must live on to
+    record how training ended. A handler (not SIG_IGN) is reset in a child on exec."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+
+
+def supervise(
+    run: RunDir, child: "subprocess.Popen[bytes]", *, began: float, running_at_start: bool
+) -> int:
+    """Records the job's process in `runner.json`, touches `heartbeat` until it exits, and
+    writes `exit.json`; the runner's own exit code."""
+    events = EventWriter(run.events)
+    write_json_atomic(
+        run.runner,
+        {
+            "runner_pid": os.getpid(),
+            "runner_start_ticks": process_start_ticks(os.getpid()),
+            "train_pid": child.pid,
+            "train_start_ticks": process_start_ticks(child.pid),
+            # Wall-clock times, for start-up latency (`bench.training`).
+            "runner_began_at": began,
+            "train_spawned_at": time.time(),
+        },
+        durable=False,  # pids mean nothing after a power cut
+    )
+    kills_before = oom_kills()
+    if running_at_start:
+        events.emit(Event.running, pid=child.pid)
+    while True:
+        run.heartbeat.touch()
+        try:
+            code = child.wait(timeout=HEARTBEAT_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    kills_after = oom_kills()
+    write_json_atomic(
+        run.exit,
+        {
+            "exit_code": code if code >= 0 else None,
+            "signal": -code if code < 0 else None,
+            # The kernel's OOM killer struck while this job ran, and the job died by SIGKILL.
+            "oom_killed": code == -signal.SIGKILL
+            and None not in (kills_before, kills_after)
+            and kills_after > kills_before,  # type: ignore[operator]
+            "finished_at": time.time(),
+        },
+    )
+    return code if code >= 0 else 128 - code
+
+
+def _pass_on(group: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, number)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

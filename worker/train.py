@@ -1,0 +1,170 @@
+"""The training process: parse the spec, configure devices, import TensorFlow, train, exit.
+
+Run as `python -m worker.train RUN_DIR`. It writes progress to `events.jsonl` and the
+model to `artifacts/`; its exit code (`gpuq.contract.exits`) tells the scheduler why it
+ended. SIGTERM stops training after the current batch and still saves the model.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gpuq.caps.devices import DeviceMismatch, configure
+from gpuq.contract.events import Event, EventWriter, finite
+from gpuq.contract.exits import ExitCode
+from gpuq.contract.rundir import RunDir
+from gpuq.contract.runspec import RunSpec
+from gpuq.contract.spec import KerasJsonModel
+from worker.data import BadData
+
+
+def main(argv: list[str]) -> int:
+    run = RunDir(Path(argv[1]))
+    events = EventWriter(run.events)
+    try:
+        runspec = RunSpec.model_validate_json(run.spec.read_text())
+    except (OSError, ValidationError) as exc:
+        return _failed(events, ExitCode.invalid_spec, f"spec.json is unusable: {exc}")
+    try:
+        return train(run, runspec, events)
+    except (SpecMismatch, BadData) as exc:
+        return _failed(events, ExitCode.invalid_spec, str(exc))
+    except DeviceMismatch as exc:
+        return _failed(events, ExitCode.device_mismatch, str(exc))
+    except MemoryError:
+        return _failed(events, ExitCode.host_oom, "the training process ran out of host memory")
+    except Exception as exc:
+        traceback.print_exc()
+        if type(exc).__name__ == "ResourceExhaustedError":
+            return _failed(events, ExitCode.gpu_oom, _first_line(exc))
+        return _failed(events, ExitCode.error, f"{type(exc).__name__}: {_first_line(exc)}")
+
+
+def _failed(events: EventWriter, code: ExitCode, message: str) -> int:
+    """Explains a failing exit in the events; the exit code alone says which reason it is."""
+    events.emit(Event.failed, message=message)
+    return code
+
+
+def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
+    spec, plan = runspec.spec.keras, runspec.devices
+    if spec is None:
+        raise ValueError("worker.train runs kind keras only")
+    t0 = time.monotonic()
+    import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
+
+    names = configure(tf, plan)
+    tf.config.set_soft_device_placement(spec.soft_device_placement)
+    if spec.log_device_placement:
+        tf.debugging.set_log_device_placement(True)
+    cross_device_ops = None
+    if plan.mode == "gpu" and plan.replicas_per_gpu > 1:
+        # NCCL cannot all-reduce between logical GPUs that share one physical GPU.
+        cross_device_ops = tf.distribute.HierarchicalCopyAllReduce()
+    strategy = tf.distribute.MirroredStrategy(names, cross_device_ops=cross_device_ops)
+    if strategy.num_replicas_in_sync != plan.replicas:
+        raise DeviceMismatch(
+            f"MirroredStrategy runs {strategy.num_replicas_in_sync} replicas, expected "
+            f"{plan.replicas}"
+        )
+    import keras
+
+    from gpuq.progress import GpuqProgress
+    from worker import architectures, data
+
+    events.emit(
+        Event.started,
+        num_replicas=strategy.num_replicas_in_sync,
+        devices=names,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        memory_limit_mb=plan.memory_limit_mb,
+        tensorflow=tf.__version__,
+        init_s=round(time.monotonic() - t0, 2),
+    )
+    print(
+        f"gpuq: job {runspec.job_id} attempt {runspec.attempt}: MirroredStrategy over "
+        f"{strategy.num_replicas_in_sync} replica(s) {names}, CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}, TensorFlow {tf.__version__}",
+        flush=True,
+    )
+    keras.utils.set_random_seed(spec.seed)
+    with strategy.scope():
+        if isinstance(spec.model, KerasJsonModel):
+            model = architectures.build(keras, spec, ())
+            x, y = data.load(spec, int(model.output_shape[-1]), runspec.data_roots)
+            _check_inputs(tuple(model.input_shape[1:]), tuple(x.shape[1:]))
+        else:
+            x, y = data.load(spec, spec.model.outputs, runspec.data_roots)
+            model = architectures.build(keras, spec, tuple(x.shape[1:]))
+    train_samples = int(len(x) * (1 - spec.validation_split))
+    progress = GpuqProgress(
+        run.events, batch_size=spec.batch_size, samples=train_samples, echo=True
+    )
+    signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
+    # Progress first: an epoch is reported before it is checkpointed, so a retry that
+    # resumes after the checkpoint never skips an epoch's metrics. The checkpoint before
+    # is kept beside it (`.bkp`), for when a kill cuts a checkpoint's writing short.
+    backup = keras.callbacks.BackupAndRestore(
+        str(run.checkpoints), save_freq="epoch", delete_checkpoint=False, double_checkpoint=True
+    )
+    # Per epoch only: a per-batch summary would cost every step a write.
+    tensorboard = keras.callbacks.TensorBoard(
+        str(run.tensorboard), write_graph=False, profile_batch=0, update_freq="epoch"
+    )
+    callbacks = [progress, backup, tensorboard]
+    if runspec.step_timeout_s:
+        from worker.step_watchdog import StepWatchdog
+
+        callbacks.insert(0, StepWatchdog(runspec.step_timeout_s, events))
+    history = model.fit(
+        x,
+        y,
+        epochs=spec.epochs,
+        batch_size=spec.batch_size,
+        validation_split=spec.validation_split,
+        shuffle=spec.shuffle,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    model.save(run.artifacts / "model.keras")
+    epochs = {
+        key: [finite({key: v})[key] for v in values] for key, values in history.history.items()
+    }
+    (run.artifacts / "history.json").write_text(json.dumps(epochs, allow_nan=False))
+    if progress.stopped_early:
+        print("gpuq: stopped on SIGTERM after the current batch; model saved", flush=True)
+        events.emit(
+            Event.stopped, message="stopped on request after the current batch; model saved"
+        )
+        return ExitCode.stopped
+    print(f"gpuq: trained; saved {run.artifacts / 'model.keras'}", flush=True)
+    events.emit(Event.finished, artifacts=["model.keras", "history.json"])
+    return ExitCode.ok
+
+
+class SpecMismatch(ValueError):
+    """The spec is well-formed but its model and data do not fit together."""
+
+
+def _check_inputs(expected: tuple[int | None, ...], got: tuple[int, ...]) -> None:
+    if len(expected) != len(got) or any(
+        e not in (None, g) for e, g in zip(expected, got, strict=False)
+    ):
+        raise SpecMismatch(
+            f"the model takes inputs shaped {expected} but the data's are shaped {got}"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
