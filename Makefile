@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format bench clean chromium slurm postgresql deploy-tools gpu-check \
+.PHONY: run test lint format docs bench clean chromium slurm postgresql deploy-tools gpu-check \
 	gpu-wheels
 
 $(BIN)/python:
@@ -31,6 +31,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The documentation site (mkdocs.yml, docs/), rebuilt as its pages change; `make lint` builds
+# it with --strict, so a broken link or a page missing from the navigation fails `make test`.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8002
 
 format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
@@ -84,7 +90,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.scale --sizes 1000,100000 --seconds 2
 
 clean:
-	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts site
 
 # The GPU acceptance run (scripts/gpu-check) on any Linux box with an NVIDIA GPU and
 # PyTorch: no virtualenv and no network needed there. gpuq's service dependencies come
