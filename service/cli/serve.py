@@ -140,11 +140,6 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     log.info("GPUs: %s", service.gpus.inventory.describe())
     if not schedule:
         log.info("API only (--api-only): jobs are stored here and scheduled elsewhere")
-    log.info(
-        "listening on http://%s:%d: the dashboard at /, the API's docs at /docs",
-        settings.host,
-        settings.port,
-    )
     config = uvicorn.Config(
         create_app(settings, service),
         host=settings.host,
@@ -164,6 +159,11 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     signal.signal(signal.SIGTERM, _stop)
     try:
         sockets.append(config.bind_socket())
+        log.info(
+            "listening on http://%s:%d: the dashboard at /, the API's docs at /docs",
+            settings.host,
+            settings.port,
+        )
         if path is not None:
             try:
                 sockets.append(local_socket.bind(path))
