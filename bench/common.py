@@ -69,6 +69,7 @@ def gpuq_server(
             "GPUQ_PORT": str(port),
             "GPUQ_LOG_LEVEL": "WARNING",
             "GPUQ_ALLOW_ROOT_JOBS": "1",  # benchmarks may run as root, as on a one-user box
+            "GPUQ_ALLOW_SHARED_ACCOUNT": "1",  # whose users are one person's tokens
             **env,
         }
         argv = [PYTHON, "-m", "service.cli.main", "serve", *args]

@@ -63,6 +63,8 @@ class Job(_Answer):
     progress: Progress = Field(default_factory=Progress)
     metrics: dict[str, float | None] = Field(default_factory=dict)  #: None for NaN
     log_tail: list[str] = Field(default_factory=list)  #: last lines of a job that failed
+    #: fields of someone else's job left out for you (`log_tail`, `message`...; GPUQ_RUN_AS=owner)
+    hidden: list[str] = Field(default_factory=list)
     revision: int  #: grows at every change
     created_at: datetime | None = None
     started_at: datetime | None = None

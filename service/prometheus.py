@@ -14,7 +14,7 @@ from gpuq.contract.processes import resident_bytes
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
 from service.errors import Unavailable
 from service.executors import LocalExecutor
-from service.public import GpuNodePublic, GpuPublic
+from service.public import GpuNodePublic, GpuPublic, readable_progress
 from service.runtime import Service
 from service.store.db import utcnow
 from service.store.tables import Job
@@ -93,10 +93,11 @@ class GpuqCollector(Collector):
                 cap.add_metric(key, job.memory_mb * MIB)
             if job.placement_violations:
                 off_gpu.add_metric(key, len(job.placement_violations))
-            if job.progress.get("fraction") is not None:
-                fraction.add_metric(key, job.progress["fraction"])
-            if job.progress.get("samples_per_s") is not None:
-                speed.add_metric(key, job.progress["samples_per_s"])
+            progress = readable_progress(job.progress)
+            if progress.fraction is not None:
+                fraction.add_metric(key, progress.fraction)
+            if progress.samples_per_s is not None:
+                speed.add_metric(key, progress.samples_per_s)
         yield from (peak, cap, off_gpu, idle, fraction, speed)
 
     def _gpus(self) -> Iterator[Metric]:

@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic import Field as PydanticField
 
 from gpuq.contract.spec import JobSpec
@@ -72,14 +72,51 @@ class JobEvent(BaseModel):
         "Grows whenever this job changes; pass it as `since` with `wait_s` to wait for the "
         "next change."
     )
+    hidden: list[str] = PydanticField(
+        default_factory=list,
+        description="Fields of someone else's job left out for you, e.g. `log_tail`, `message` "
+        "(then gpuq's words for its `reason` alone), `spec.command.env`: under "
+        "GPUQ_RUN_AS=owner a job's run is its owner's and admins' only. Empty: all shown.",
+    )
 
     @classmethod
     def of(cls, job: Job | Mapping[str, Any]) -> Self:
         """From a loaded job, or from its row as read without the ORM."""
-        data = job.model_dump() if isinstance(job, Job) else dict(job)
-        data["progress"] = Progress(**data["progress"])
+        # Unwarned: what does not fit its column is read as absent (`_readable`) or refused.
+        data = job.model_dump(warnings=False) if isinstance(job, Job) else dict(job)
+        data.update(_readable(data))
         data["revision"] = data["rev"]
         return cls.model_validate(data)
+
+
+def readable_progress(stored: Any) -> Progress:
+    """A job's stored progress; empty if it does not fit (stored before events were
+    checked)."""
+    try:
+        return Progress.model_validate(stored)
+    except ValidationError:
+        return Progress()
+
+
+def _readable(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a job's own events and exit set, with what does not fit read as absent: one
+    bad value stored before they were checked must not fail a whole list of jobs."""
+    metrics = data["metrics"] if isinstance(data["metrics"], dict) else {}
+    return {
+        "progress": readable_progress(data["progress"]),
+        "metrics": {k: v for k, v in metrics.items() if v is None or _number(v)},
+        "num_replicas": data["num_replicas"] if _integer(data["num_replicas"]) else None,
+        "exit_code": data["exit_code"] if _integer(data["exit_code"]) else None,
+        "message": data["message"] if isinstance(data["message"], str) else None,
+    }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class PlacementViolation(BaseModel):
@@ -232,8 +269,11 @@ class WebhookPublic(BaseModel):
 class DeliveryAttemptPublic(BaseModel):
     at: datetime = _d("When the POST was sent (UTC).")
     status_code: int | None = _d("The receiver's HTTP status; null if none came.")
-    error: str | None = _d("Why no answer came: timeout, connection refused, ...")
-    duration_ms: int = _d("How long the attempt took, in milliseconds.")
+    error: str | None = _d(
+        "Why no answer came, coarsely: `could not connect`, `timed out`, `no answer`, or "
+        "`refused: address not allowed (GPUQ_WEBHOOK_ALLOW)`."
+    )
+    duration_ms: int | None = _d("How long the answer took, in milliseconds; null if none came.")
 
 
 class WebhookDeliveryPublic(BaseModel):

@@ -29,6 +29,7 @@ from service.store.tables import Job
 from service.team import run_as, state_dirs, users
 from service.team.users import Caller
 from service.webhooks import Notifier
+from service.webhooks.addresses import AllowList, check_url
 
 
 @dataclass
@@ -68,6 +69,11 @@ class Service:
             inventory = Inventory.from_probe(probe, simulated=True)
         db = Database.open(settings.db_url)
         migrate.upgrade(db)
+        try:
+            run_as.check_members(settings, db)
+        except run_as.RunAsError:
+            db.dispose()
+            raise
         state_dirs.protect_database(settings)
         registry.sync(db, inventory)
         gpus = GpuRegistry(db, inventory)
@@ -105,9 +111,10 @@ class Service:
 
     def _admit(self, spec: JobSpec, caller: Caller) -> None:
         """Refuses what could never run here, or not as `caller`: their Unix account, the
-        paths they name, command jobs as root."""
+        paths they name, command jobs as root, a webhook naming an internal address."""
         settings = self.settings
         run_as.check_spec(settings, spec)
+        run_as.check_shared(settings, self.db)
         account = run_as.account_for(settings, caller)
         rules = run_as.path_rules(settings, account, has_users=users.has_users(self.db))
         devices = self.gpus.inventory.devices
@@ -115,6 +122,9 @@ class Service:
         if isinstance(self.executor, QueueingExecutor):
             cluster = [node.gpus for node in self._nodes()]
         admission.check(spec, devices, settings.gpu_headroom_mb, cluster=cluster, rules=rules)
+        if spec.webhook is not None:
+            allow = AllowList.parse(settings.webhook_allow)
+            check_url(spec.webhook, allow, ("body", "webhook"))
 
     def _nodes(self) -> list[Node]:
         assert isinstance(self.executor, QueueingExecutor)

@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address the API listens on.")
     port: int = Field(8000, description="Port the API listens on.")
+    insecure: bool = Field(
+        False,
+        description="Serve with no users on a non-loopback address (`gpuq serve --insecure`): "
+        "anyone who can reach it acts as an admin. Without it, no user means loopback only.",
+    )
     cancel_grace_s: float = Field(30.0, ge=0, description="SIGTERM → SIGKILL grace period.")
     gpu_headroom_mb: int = Field(
         768, ge=0, description="Part of a job's memory_mb kept for CUDA context and workspaces."
@@ -90,6 +95,13 @@ class Settings(BaseSettings):
         description="Let `command` jobs run as root when gpuq runs as root with "
         "GPUQ_RUN_AS=service (a single-user box, a container).",
     )
+    allow_shared_account: bool = Field(
+        False,
+        description="Let members' jobs share gpuq's own account (GPUQ_RUN_AS=service) when "
+        "more than one user exists: each member's jobs can then read and change gpuq's "
+        "database, state and every other member's jobs and files. Meant for one person "
+        "with several tokens; a team sets GPUQ_RUN_AS=owner.",
+    )
     data_dirs: str | None = Field(
         None,
         description="Colon-separated folders a job's data paths and `workdir` must lie under "
@@ -124,6 +136,13 @@ class Settings(BaseSettings):
         ge=0,
         description="Wait before the first retry of a delivery; doubles after, up to 5 min.",
     )
+    webhook_allow: str = Field(
+        "",
+        description="Internal receivers webhooks may reach, comma-separated: addresses, CIDR "
+        "networks and host names (e.g. `10.1.2.0/24, hooks.lab.internal`). Others get "
+        "public internet addresses only: never loopback, link-local (cloud metadata), "
+        "private, CGNAT, multicast or reserved ones.",
+    )
     executor: Literal["local", "slurm"] = Field(
         "local", description="What runs placed jobs: `local` (this box) or `slurm` (`sbatch`)."
     )
@@ -153,6 +172,15 @@ class Settings(BaseSettings):
     def _absolute_home(cls, home: Path) -> Path:
         # Workers run with their run directory as cwd: every path handed out is absolute.
         return home.expanduser().resolve()
+
+    @field_validator("webhook_allow")
+    @classmethod
+    def _parsed_webhook_allow(cls, text: str) -> str:
+        # Imported here: the webhooks package imports these settings.
+        from service.webhooks.addresses import AllowList
+
+        AllowList.parse(text)  # a typo fails at start, not at the first delivery
+        return text
 
     @property
     def db_url(self) -> str:

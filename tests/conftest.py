@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
@@ -87,6 +88,9 @@ def settings(tmp_path: Path, database_url: str | None) -> Settings:
         # The suite runs as root (it installs and starts Slurm, PostgreSQL...): command jobs
         # run as root as on a single-user box; tests/e2e/test_run_as.py covers the rest.
         allow_root_jobs=True,
+        # ...so every user's jobs share that account: tokens of one person, as far as the
+        # tests of sharing and fair share go (tests/e2e/test_run_as.py: accounts of their own).
+        allow_shared_account=True,
         # A warm worker imports TensorFlow (seconds of CPU) as each service opens: only the
         # tests of warm workers (tests/e2e/test_warm_workers.py) ask for one.
         warm_workers=0,
@@ -101,10 +105,16 @@ def db(settings: Settings) -> Iterator[Database]:
     database.dispose()
 
 
+def local_client(app: FastAPI) -> TestClient:
+    """A client of `app` as a process on this machine is one, from 127.0.0.1 to `Host:
+    127.0.0.1`: with no user, gpuq answers no one else (`service.api.open_mode`)."""
+    return TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000))
+
+
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
     """The whole service: API and scheduler, which launches real workers."""
-    with TestClient(create_app(settings)) as test_client:
+    with local_client(create_app(settings)) as test_client:
         yield test_client
 
 
@@ -113,7 +123,7 @@ def serving(settings: Settings, **open_options: Any) -> Iterator[TestClient]:
     """A client of a service opened with `Service.open(settings, **open_options)`."""
     service = Service.open(settings, **open_options)
     try:
-        with TestClient(create_app(settings, service)) as test_client:
+        with local_client(create_app(settings, service)) as test_client:
             yield test_client
     finally:
         service.close()

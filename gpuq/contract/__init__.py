@@ -1,9 +1,10 @@
 """The run contract: everything the service and the worker agree on, and nothing else.
 
 The job spec (`spec`), the run directory and its files (`rundir`), what the service hands
-a worker (`runspec`, `device_plan`), the events a worker writes (`events`), exit codes and
-how an exit is judged (`exits`, `outcome`), job states and reasons (`states`), and the
-process helpers both sides use (`processes`). It imports neither `service` nor
+a worker (`runspec`, `device_plan`), the events a worker writes (`events`) and what the
+service accepts of them (`event_records`), exit codes and how an exit is judged (`exits`,
+`outcome`), job states and reasons (`states`), and the process helpers both sides use
+(`processes`). It imports neither `service` nor
 `worker` (`make lint` checks), and its stdlib-only modules (`rundir`, `events`,
 `exits`, `device_plan`, `processes`) keep the runner's start fast.
 """

@@ -49,9 +49,12 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, durable: bool = True)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from the run directory; None if it is missing or is none (the job's
+    processes can write there: a link to itself, digits past int's limit, nesting past
+    json's depth)."""
     try:
         with open_inside(path, path.parent) as f:
             data = json.load(f)
-    except (FileNotFoundError, PermissionError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

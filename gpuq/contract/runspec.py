@@ -24,9 +24,9 @@ class RunSpec(BaseModel):
 
 
 def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str, str]:
-    """A job's view of its GPUs: `base` (the service's environment) minus gpuq's own
-    settings, the GPUs numbered as NVML numbers them, and nothing that would lift a cap.
-    `gpuq doctor`'s probes run in it too."""
+    """A job's view of its GPUs: `base` (what the job inherits of the service's
+    environment) minus gpuq's own settings, the GPUs numbered as NVML numbers them, and
+    nothing that would lift a cap. `gpuq doctor`'s probes run in it too."""
     env = {k: v for k, v in base.items() if not k.startswith("GPUQ_")}
     env.update(
         CUDA_VISIBLE_DEVICES=",".join(str(i) for i in devices.indices),

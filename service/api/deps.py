@@ -4,10 +4,11 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from service.api import open_mode
 from service.api.local_socket import PEER_UID
 from service.errors import Forbidden
 from service.runtime import Service
-from service.team.users import Caller, authenticate, authenticate_peer
+from service.team.users import OPEN, Caller, authenticate, authenticate_peer
 
 
 # Async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop that
@@ -36,7 +37,10 @@ async def get_caller(
     uid = request.scope.get(PEER_UID)
     if uid is not None and not authorization:
         return authenticate_peer(service.db, uid)
-    return authenticate(service.db, authorization)
+    caller = authenticate(service.db, authorization)
+    if caller is OPEN:  # no user exists (now: the last one may have been revoked)
+        open_mode.admit(request, service.settings)
+    return caller
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,6 +1,5 @@
 """`gpuq serve`: the API and the scheduler in one process."""
 
-import ipaddress
 import logging
 import signal
 import sys
@@ -14,16 +13,6 @@ if TYPE_CHECKING:
 SHUTDOWN_GRACE_S = 3
 
 
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and loopback addresses: only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(
     host: Annotated[
         str | None, typer.Option(help="Bind address (default GPUQ_HOST or 127.0.0.1).")
@@ -33,7 +22,8 @@ def serve(
         bool,
         typer.Option(
             "--insecure",
-            help="Serve on a non-loopback address even with no users (anyone may submit).",
+            help="Serve on a non-loopback address even with no users (anyone may submit); "
+            "GPUQ_INSECURE=1 says the same.",
         ),
     ] = False,
     api_only: Annotated[
@@ -46,10 +36,12 @@ def serve(
 ) -> None:
     """Run the API and the scheduler."""
     # The server's modules load here, not at import: `gpuq ls` should start fast.
+    from service.api.open_mode import is_loopback
     from service.settings import Settings
 
     _warn_unknown_variables()
-    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    given = (("host", host), ("port", port), ("insecure", insecure or None))
+    overrides: dict[str, Any] = {k: v for k, v in given if v is not None}
     settings = Settings(**overrides)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -62,7 +54,7 @@ def serve(
         user_count, database = _open_database(settings.db_url)
     except OperationalError as exc:
         _fail(f"cannot open the database: {str(exc.orig).strip() or exc}")
-    if user_count == 0 and not is_loopback(settings.host) and not insecure:
+    if user_count == 0 and not is_loopback(settings.host) and not settings.insecure:
         _fail(
             f"refusing to serve on {settings.host} with no users: anyone who can reach "
             "it could run programs on this machine. Add one with `gpuq users add NAME --admin` "

@@ -233,6 +233,10 @@ def job_summary(job: dict[str, Any]) -> str:
     if job.get("log_tail"):
         lines.append("  last log lines:")
         lines.extend(f"    {line}" for line in job["log_tail"][-10:])
+    if job.get("hidden"):
+        lines.append(
+            f"  hidden from you ({job['owner']}'s and admins'): {', '.join(job['hidden'])}"
+        )
     return "\n".join(lines)
 
 

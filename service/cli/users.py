@@ -136,7 +136,15 @@ def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
 
     with _database() as db:
         users.revoke_user(db, name, actor=_actor())
+        left = len(users.active_users(db))
     if as_json:
         print_json({"name": name, "revoked": True})
     else:
         print(f"revoked {name}; their token no longer works")
+    if not left:
+        print(
+            "gpuq: no user left: gpuq is in open mode (every caller an admin, no token), for "
+            "this machine only: its local socket, and loopback if it listens there; from "
+            "elsewhere, 403 until `gpuq users add NAME --admin`",
+            file=sys.stderr,
+        )

@@ -17,6 +17,7 @@ from typing import IO, Any
 from gpuq.contract.account import Account
 from gpuq.contract.processes import LAUNCHER_MODULE
 from gpuq.contract.runspec import warm_environment
+from service.executors.environment import inherited
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,10 @@ class Launcher:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it
-            # What warm training processes import TensorFlow in: a job's, with no GPU yet.
-            env=warm_environment(os.environ),
+            # What warm training processes import TensorFlow in: a job's, with no GPU yet
+            # and no account's own variables (its owner can read it in /proc once it
+            # takes a job).
+            env=warm_environment(inherited(os.environ, own_account=False)),
         )
         assert self._proc.stdout is not None
         threading.Thread(

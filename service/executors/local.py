@@ -5,7 +5,12 @@ runners whose training processes have imported TensorFlow already: a builtin job
 when it is ready. If the launcher cannot answer, a fresh `python -m worker.runner`
 starts instead. A runner leads its job's process group and
 writes `exit.json` when the job ends, so a job outlives `gpuq serve` and is taken back
-(pid and start time must match) when the service starts again.
+when the service starts again.
+
+gpuq signals a job's processes as root, so it signals only a runner it knows
+(`is_runner_of`): the pid gpuq recorded, leading a session of its own in the attempt's
+folder, which only gpuq and the job's owner can enter. A pid the job wrote in its own files
+(`runner.json`) can point nowhere else.
 """
 
 import contextlib
@@ -37,19 +42,42 @@ class _Runner:
     job_id: int
     run: RunDir
     pid: int
+    #: when the runner started, if this service started it (a pid from the launcher)
     start_ticks: int | None = None
     proc: subprocess.Popen[bytes] | None = None  #: set when started without the launcher
 
     def alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        ticks = process_start_ticks(self.pid) if self.pid > 0 else None
-        return ticks is not None and self.start_ticks in (None, ticks)
+        if self.start_ticks is not None:  # started by this service: the same process
+            return process_start_ticks(self.pid) == self.start_ticks
+        return is_runner_of(self.pid, self.run)
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.pid > 0:
+        """Signals the job's process group: while its runner lives, or once no process has
+        the runner's pid (what the job left behind in its group); never a process that
+        took the pid since."""
+        if self.pid <= 0:
+            return
+        if self.alive() or process_start_ticks(self.pid) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, sig)
+
+
+def is_runner_of(pid: int, run: RunDir) -> bool:
+    """Whether process `pid` is the runner of attempt `run`: it leads a session of its own
+    and works in the attempt's folder (the same folder, not one of the same name)."""
+    if pid <= 0:
+        return False
+    try:
+        here = os.stat(f"/proc/{pid}/cwd")
+        folder = os.lstat(run.path)
+        return os.getsid(pid) == pid and (here.st_dev, here.st_ino) == (
+            folder.st_dev,
+            folder.st_ino,
+        )
+    except OSError:
+        return False
 
 
 class LocalExecutor:
@@ -114,10 +142,14 @@ class LocalExecutor:
         self._on_exit()
 
     def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
+        """Takes back the runner gpuq recorded (`executor_job_id`: its pid); with no record
+        (a start that never committed), the pid the runner wrote, which is only believed
+        if `is_runner_of` says so."""
         run = self.run_dir(job_id, attempt)
-        info = read_json(run.runner) or {}
-        pid = int(info.get("runner_pid") or executor_job_id or 0)
-        runner = _Runner(job_id, run, pid, info.get("runner_start_ticks"))
+        pid = _pid(executor_job_id)
+        if pid == 0:
+            pid = _pid((read_json(run.runner) or {}).get("runner_pid"))
+        runner = _Runner(job_id, run, pid)
         self._runners[job_id] = runner
         return runner.alive()
 
@@ -144,3 +176,12 @@ class LocalExecutor:
 
     def process_groups(self) -> dict[int, int]:
         return {r.pid: r.job_id for r in list(self._runners.values()) if r.pid > 0}
+
+
+def _pid(value: object) -> int:
+    """A pid from a record; 0 for anything that is not one."""
+    try:
+        pid = int(str(value))
+    except ValueError:
+        return 0
+    return pid if pid > 0 else 0

@@ -62,6 +62,17 @@ def metric_history(db: Database, job_id: int) -> dict[str, list[dict[str, Any]]]
             .order_by(col(JobMetric.epoch), col(JobMetric.step))
         ).all()
     return {
-        "epochs": [{"epoch": r.epoch, **r.values} for r in rows if r.step == 0],
-        "steps": [{"epoch": r.epoch, "step": r.step, **r.values} for r in rows if r.step],
+        "epochs": [{"epoch": r.epoch, **_values(r)} for r in rows if r.step == 0],
+        "steps": [{"epoch": r.epoch, "step": r.step, **_values(r)} for r in rows if r.step],
+    }
+
+
+def _values(row: JobMetric) -> dict[str, Any]:
+    """A row's metrics; what is not a number, or would stand in for its position, reads as
+    absent (stored before events were checked)."""
+    values = row.values if isinstance(row.values, dict) else {}
+    return {
+        k: v
+        for k, v in values.items()
+        if k not in ("epoch", "step") and (v is None or isinstance(v, int | float))
     }

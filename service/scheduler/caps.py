@@ -8,7 +8,9 @@ import signal
 import time
 
 from gpuq.contract.states import Reason
+from service.gpus.nvml import DeviceReading
 from service.jobs import writes
+from service.scheduler.isolation import apart
 from service.scheduler.memory import Usage, usage_by_job, worst_overrun
 from service.scheduler.running import Books, Running
 
@@ -35,15 +37,21 @@ class CapGuard:
         readings = books.gpus.readings()
         usages = usage_by_job(readings.values(), groups)
         for job_id, running in books.running.items():
-            busy = [readings[i].utilization_pct for i in running.gpus if i in readings]
-            running.memory.util_pct = max((u for u in busy if u is not None), default=None)
-            mine = [u for u in usages if u.job_id == job_id]
-            for u in mine:
-                running.memory.pids.setdefault(u.gpu_index, set()).update(u.pids)
-            off = [u for u in mine if u.gpu_index not in running.gpus]
-            if off and self._off_gpu(running, off):
-                continue
-            self._memory(running, [u for u in mine if u.gpu_index in running.gpus])
+            with apart(job_id, "check its GPU memory"):
+                self._judge(running, readings, [u for u in usages if u.job_id == job_id])
+
+    def _judge(
+        self, running: Running, readings: dict[int, DeviceReading], mine: list[Usage]
+    ) -> None:
+        """Judges one running job by the sample: `mine`, its processes' usage."""
+        busy = [readings[i].utilization_pct for i in running.gpus if i in readings]
+        running.memory.util_pct = max((u for u in busy if u is not None), default=None)
+        for u in mine:
+            running.memory.pids.setdefault(u.gpu_index, set()).update(u.pids)
+        off = [u for u in mine if u.gpu_index not in running.gpus]
+        if off and self._off_gpu(running, off):
+            return
+        self._memory(running, [u for u in mine if u.gpu_index in running.gpus])
 
     def _memory(self, running: Running, mine: list[Usage]) -> None:
         """Records a higher peak; applies `GPUQ_OVER_CAP` to a job over its cap."""

@@ -3,14 +3,16 @@ limits: SIGTERM once, SIGKILL when the grace period is over."""
 
 import logging
 import signal
+from datetime import datetime
 
 from sqlalchemy import select
 
 from gpuq.contract.states import Reason
 from service.jobs import writes
-from service.jobs.writes import JOB
+from service.jobs.writes import JOB, JobRow
 from service.scheduler.caps import CapGuard
 from service.scheduler.idle import check_idle
+from service.scheduler.isolation import apart
 from service.scheduler.running import Books
 from service.store.db import utcnow
 
@@ -38,23 +40,29 @@ def stop_overdue(books: Books) -> None:
     with books.db.read() as session:
         jobs = session.connection().execute(query).all()
     for job in jobs:
-        running = books.running[job.id]
-        if job.stop_sent_at is None:
-            cause = None
-            limit = job.time_limit_s
-            if job.cancel_requested_at is not None:
-                cause = Reason.cancelled_by_user
-            elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:
-                cause = Reason.time_limit
-            if cause is not None:
-                log.info("job %d: sending SIGTERM (%s)", job.id, cause.value)
-                with books.db.write() as session:
-                    writes.record_stop(session, job.id, cause)
-                books.executor.signal(job.id, signal.SIGTERM)
-        elif (
-            not running.killed
-            and (now - job.stop_sent_at).total_seconds() >= books.settings.cancel_grace_s
-        ):
-            log.info("job %d: grace period over, sending SIGKILL", job.id)
-            books.executor.signal(job.id, signal.SIGKILL)
-            running.killed = True
+        with apart(job.id, "stop it"):
+            _stop_if_overdue(books, job, now)
+
+
+def _stop_if_overdue(books: Books, job: JobRow, now: datetime) -> None:
+    """SIGTERM for one cancelled or overdue job, or SIGKILL once its grace is over."""
+    running = books.running[job.id]
+    if job.stop_sent_at is None:
+        cause = None
+        limit = job.time_limit_s
+        if job.cancel_requested_at is not None:
+            cause = Reason.cancelled_by_user
+        elif limit and job.started_at and (now - job.started_at).total_seconds() > limit:
+            cause = Reason.time_limit
+        if cause is not None:
+            log.info("job %d: sending SIGTERM (%s)", job.id, cause.value)
+            with books.db.write() as session:
+                writes.record_stop(session, job.id, cause)
+            books.executor.signal(job.id, signal.SIGTERM)
+    elif (
+        not running.killed
+        and (now - job.stop_sent_at).total_seconds() >= books.settings.cancel_grace_s
+    ):
+        log.info("job %d: grace period over, sending SIGKILL", job.id)
+        books.executor.signal(job.id, signal.SIGKILL)
+        running.killed = True

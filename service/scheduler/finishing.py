@@ -3,7 +3,8 @@
 
 All the exits of one step, with their last events, are written in one write transaction;
 the loop adds the `ingest` step's events of the jobs still running to it (`settle`), so a
-step commits once for everything its jobs said and did."""
+step commits once for everything its jobs said and did. A job whose exit cannot be recorded
+is undone alone (`isolation.each_apart`) and ends `UNSETTLED`."""
 
 import logging
 import os
@@ -14,18 +15,29 @@ from sqlmodel import Session
 
 from gpuq.contract.outcome import Outcome, classify
 from gpuq.contract.safe_open import open_inside
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import JobStatus, Reason
 from service.executors import Exit
 from service.jobs import writes
 from service.jobs.writes import JOB, JobRow
+from service.public import readable_progress
 from service.scheduler import ingest
 from service.scheduler.drain import start_draining
+from service.scheduler.isolation import each_apart
 from service.scheduler.retries import retry_delay
 from service.scheduler.running import Books, Running
 
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 50
+
+#: How a job ends whose exit could not be settled (`each_apart` logged why).
+UNSETTLED = Outcome(
+    JobStatus.failed,
+    Reason.worker_lost,
+    "gpuq could not record how the job ended (its exit record or last events do not fit); "
+    "the service log says why",
+    None,
+)
 
 #: What judging an exit reads of its job.
 _JUDGED = (
@@ -92,13 +104,19 @@ def _finish_all(
         select(*_JUDGED).where(JOB.c.id.in_([r.job_id for r, _ in ended]))
     )
     jobs = {row.id: row for row in rows}
-    said = []
-    for running, exit in ended:
-        job = jobs.get(running.job_id)
-        if job is not None:
-            tail = tails[running.job_id]
-            said.append((running, finish_job(books, session, running, exit, job, tail)))
-    return said
+    judged = {r.job_id: (r, exit, jobs[r.job_id]) for r, exit in ended if r.job_id in jobs}
+
+    def finish(job_id: int, item: tuple[Running, Exit, JobRow]) -> tuple[Outcome, float | None]:
+        running, exit, job = item
+        return finish_job(books, session, running, exit, job, tails[job_id])
+
+    done, failed = each_apart(session, judged, finish, "settle its exit")
+    for job_id in failed:
+        # Its exit is reported once: ended now, or never, with its GPUs held for good.
+        writes.finish(session, job_id, UNSETTLED, [])
+        start_draining(books, session, judged[job_id][0])
+        done[job_id] = (UNSETTLED, None)
+    return [(judged[job_id][0], said) for job_id, said in done.items()]
 
 
 def finish_job(
@@ -129,7 +147,7 @@ def finish_job(
             tail,
             retry_in,
             attempt=job.attempt,
-            last_epoch=job.progress.get("epoch"),
+            last_epoch=readable_progress(job.progress).epoch,
             previous_attempts=job.previous_attempts,
         )
     start_draining(books, session, running)
@@ -161,6 +179,6 @@ def tail_log(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 64 * 1024))
             text = f.read().decode(errors="replace")
-    except (FileNotFoundError, PermissionError):
+    except OSError:  # missing, not a regular file inside, a link to itself...
         return []
     return text.splitlines()[-lines:]

@@ -15,6 +15,7 @@ import time
 
 from gpuq.contract.states import Reason
 from service.jobs import writes
+from service.scheduler.isolation import apart
 from service.scheduler.running import Books, Running
 from service.webhooks.queue import queue_event
 
@@ -22,25 +23,31 @@ log = logging.getLogger(__name__)
 
 
 def check_idle(books: Books) -> None:
-    settings = books.settings
     now = time.monotonic()
     for running in list(books.running.values()):
-        activity = running.activity
-        if not running.gpus or activity.exempt or running.killed:
-            continue
-        if activity.idle_since is not None:
-            if activity.last_step > activity.idle_since:
-                _trains_again(books, running)
-            elif settings.idle_kill_after_s and now - activity.idle_since >= (
-                settings.idle_kill_after_s
-            ):
-                _stop(books, running, now)
-            continue
-        quiet = now - activity.last_step
-        if now - activity.since < settings.idle_grace_s or quiet < settings.idle_after_s:
-            continue
-        if not _gpus_busy(books, running):
-            _declare_idle(books, running, quiet)
+        with apart(running.job_id, "apply the idle rule"):
+            _check(books, running, now)
+
+
+def _check(books: Books, running: Running, now: float) -> None:
+    """Applies the idle rule to one running job."""
+    settings = books.settings
+    activity = running.activity
+    if not running.gpus or activity.exempt or running.killed:
+        return
+    if activity.idle_since is not None:
+        if activity.last_step > activity.idle_since:
+            _trains_again(books, running)
+        elif settings.idle_kill_after_s and now - activity.idle_since >= (
+            settings.idle_kill_after_s
+        ):
+            _stop(books, running, now)
+        return
+    quiet = now - activity.last_step
+    if now - activity.since < settings.idle_grace_s or quiet < settings.idle_after_s:
+        return
+    if not _gpus_busy(books, running):
+        _declare_idle(books, running, quiet)
 
 
 def _gpus_busy(books: Books, running: Running) -> bool:

@@ -1,5 +1,10 @@
 """The first step: turns each running job's `events.jsonl` into progress, metrics and the
-`running` state."""
+`running` state.
+
+The job's own processes write that file: every line is checked against the contract
+(`gpuq.contract.event_records`) before anything of it is stored, a bad one is skipped with
+a warning, and a job whose events cannot be read or recorded is logged and passed over
+(`isolation`), never the step for every job."""
 
 import json
 import logging
@@ -10,47 +15,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlmodel import Session
 
-from gpuq.contract.events import Event
+from gpuq.contract import event_records
 from gpuq.contract.safe_open import open_inside
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import JobStatus, Reason
 from service.jobs import writes
 from service.jobs.writes import JOB
+from service.scheduler.isolation import apart, each_apart
 from service.scheduler.running import Books, Running
 
 log = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 4 * 1024 * 1024
+#: lines read at a time: a job that floods its file waits for later steps, the others don't
+MAX_READ_LINES = 1000
 
 Metrics = tuple[int, int, dict[str, Any]]  #: (epoch, step, values)
 
 
-def read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Complete lines after `offset`, parsed, and the offset after them.
+def read_events(path: Path, offset: int) -> tuple[list[Any], int]:
+    """Complete lines after `offset`, each parsed (None for one that is not JSON), and the
+    offset after them.
 
-    A line still being written (no newline yet) is left for the next read.
+    At most `MAX_READ_LINES` lines; a line still being written (no newline yet) is left for
+    the next read; one longer than a read is skipped, as a None for each read of it. Blank
+    lines are left out.
     """
     try:
         with open_inside(path, path.parent) as f:
             f.seek(offset)
             chunk = f.read(MAX_READ_BYTES)
-    except (FileNotFoundError, PermissionError):
+    except OSError:  # missing, not a regular file inside, a link to itself...: nothing yet
         return [], offset
     end = chunk.rfind(b"\n")
     if end < 0:
-        return [], offset
-    events = []
-    for line in chunk[: end + 1].splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            log.warning("skipping a malformed event line in %s", path)
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events, offset + end + 1
+        if len(chunk) < MAX_READ_BYTES:
+            return [], offset
+        return [None], offset + len(chunk)
+    lines = chunk[: end + 1].split(b"\n", MAX_READ_LINES)
+    rest = lines.pop()  # empty, unless there are more lines than a read takes
+    return [_parse(line) for line in lines if line.strip()], offset + end + 1 - len(rest)
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json parses
+        return None
 
 
 @dataclass
@@ -61,30 +75,48 @@ class Digest:
     metrics: list[Metrics] = field(default_factory=list)  #: per `(epoch, step)`; step 0: epoch's
     began_training: bool = False  #: a step was reported, or the program started
     trained: bool = False  #: a step or an epoch was reported
+    skipped: int = 0  #: lines that break the contract (`event_records`), not read
+    problem: str = ""  #: what is wrong with the first of them
 
 
-def digest(events: list[dict[str, Any]]) -> Digest:
-    """What `events` change on their job, and the metrics to record."""
+def digest(events: list[Any]) -> Digest:
+    """What `events` (parsed lines) change on their job, and the metrics to record; a line
+    that breaks the contract (`event_records`) is skipped and counted, the others count."""
     found = Digest()
     values, metrics = found.values, found.metrics
-    for event in events:
-        kind = event.get("event")
-        if kind == Event.started:
-            values["num_replicas"] = event.get("num_replicas")
-        elif kind == Event.running:
+    for line in events:
+        try:
+            event = event_records.parse(line)
+        except ValueError as exc:  # pydantic's ValidationError among them
+            found.skipped += 1
+            found.problem = found.problem or _problem(exc)
+            continue
+        if isinstance(event, event_records.Started):
+            values["num_replicas"] = event.num_replicas
+        elif isinstance(event, event_records.Running):
             found.began_training = True
-        elif kind in (Event.step, Event.epoch):
+        elif isinstance(event, event_records.Step):
             found.began_training = found.trained = True
-            values["progress"] = event.get("progress") or {}
-            recorded = event.get("metrics") or {}
+            progress = event.progress
+            values["progress"] = progress.model_dump(exclude_unset=True) if progress else {}
+            recorded = event.metrics or {}
             values["metrics"] = recorded
-            step = 0 if kind == Event.epoch else int(event.get("step") or 0)
-            metrics.append((int(event.get("epoch") or 0), step, recorded))
-        elif kind in (Event.failed, Event.stopped):
+            step = 0 if isinstance(event, event_records.Epoch) else event.step or 0
+            metrics.append((event.epoch or 0, step, recorded))
+        elif isinstance(event, event_records.Failed):
             # The worker's own words on how it ended; `outcome.classify` uses them once the
             # exit is reaped.
-            values["message"] = str(event.get("message", ""))[:1000]
+            values["message"] = event.message[:1000]
     return found
+
+
+def _problem(exc: ValueError) -> str:
+    """What is wrong with a line, in a few words (never its value: the job chose it)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part)[:40] for part in error["loc"])
+    return f"{where}: {error['msg']}"
 
 
 #: what each job's new events say, and the offset after them: job id → both
@@ -104,23 +136,43 @@ def new_events(running: Running) -> tuple[Digest, int] | None:
     events, end = read_events(path, running.offset)
     if end == running.offset:
         return None
-    return digest(events), end
+    found = digest(events)
+    if found.skipped:
+        log.warning(
+            "job %d: skipped %d line(s) of its events.jsonl that break the contract; the "
+            "first: %.200r",
+            running.job_id,
+            found.skipped,
+            found.problem,
+        )
+    return found, end
 
 
 def read_new(runnings: Iterable[Running]) -> Found:
-    """The new events of each of `runnings` that wrote a complete line."""
-    return {r.job_id: new for r in runnings if (new := new_events(r)) is not None}
+    """The new events of each of `runnings` that wrote a complete line; a job whose events
+    cannot be read is logged and left out."""
+    found: Found = {}
+    for running in runnings:
+        with apart(running.job_id, "read its events"):
+            if (new := new_events(running)) is not None:
+                found[running.job_id] = new
+    return found
 
 
 def record(session: Session, found: Found) -> None:
     """Records each job's digest and new offset in the caller's write transaction; a
-    `starting` job whose training began becomes `running`."""
+    `starting` job whose training began becomes `running`. A job whose record fails is
+    logged and its events are passed over (`advance` moves on all the same), so they do not
+    fail every step after."""
     rows = session.connection().execute(
         select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where(
             JOB.c.id.in_(list(found))
         )
     )
-    for job_id, attempt, status, stop_reason in rows:
+    jobs = {job_id: (attempt, status, stop_reason) for job_id, attempt, status, stop_reason in rows}
+
+    def write(job_id: int, row: tuple[int, JobStatus, Reason | None]) -> None:
+        attempt, status, stop_reason = row
         events, end = found[job_id]
         values = {**events.values, "events_offset": end}
         if stop_reason is not None:
@@ -130,6 +182,8 @@ def record(session: Session, found: Found) -> None:
         writes.record_progress(
             session, job_id, attempt, values, events.metrics, now_running=now_running
         )
+
+    each_apart(session, jobs, write, "record its events")
 
 
 def advance(books: Books, found: Found) -> None:

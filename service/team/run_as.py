@@ -61,6 +61,48 @@ def check_startup(settings: Settings) -> None:
         )
 
 
+SHARED_HINT = (
+    "set GPUQ_RUN_AS=owner (each job as its owner's Unix account; gpuq runs as root), or, "
+    "for one person with several tokens, GPUQ_ALLOW_SHARED_ACCOUNT=1"
+)
+
+
+def shares_account(settings: Settings) -> bool:
+    """Whether members' own programs run as gpuq's account: GPUQ_RUN_AS=service, and
+    command jobs allowed (not root, or root with GPUQ_ALLOW_ROOT_JOBS=1)."""
+    return settings.run_as == "service" and (
+        not accounts.running_as_root() or settings.allow_root_jobs
+    )
+
+
+def shared_account_problem(settings: Settings, db: Database) -> str | None:
+    """Why the users cannot share gpuq's account, or None where they may (one user, or
+    none; their own accounts; or an admin's GPUQ_ALLOW_SHARED_ACCOUNT=1)."""
+    if settings.allow_shared_account or not shares_account(settings):
+        return None
+    members = len(users.active_users(db))
+    if members <= 1:
+        return None
+    return (
+        f"{members} users share gpuq's own account ({accounts.service_account()}, "
+        "GPUQ_RUN_AS=service): each one's jobs could read and change gpuq's database and "
+        f"every other member's jobs and files; {SHARED_HINT}"
+    )
+
+
+def check_members(settings: Settings, db: Database) -> None:
+    """At start-up: raises `RunAsError` where several users would share gpuq's account."""
+    problem = shared_account_problem(settings, db)
+    if problem is not None:
+        raise RunAsError(problem)
+    shared = settings.allow_shared_account and shares_account(settings)
+    if shared and len(users.active_users(db)) > 1:
+        log.warning(
+            "members' jobs share gpuq's own account (GPUQ_ALLOW_SHARED_ACCOUNT=1): each can "
+            "act as gpuq and as every other member"
+        )
+
+
 def account_for(settings: Settings, caller: Caller) -> Account | None:
     """The account `caller`'s jobs run as: None for gpuq's own (GPUQ_RUN_AS=service);
     `Forbidden` when it must be the owner's and they have none here."""
@@ -90,6 +132,14 @@ def job_account(login: str) -> tuple[Account | None, str]:
     if account.uid == 0:
         return None, f"{login!r} is a root account"
     return account, ""
+
+
+def check_shared(settings: Settings, db: Database) -> None:
+    """At submission: refuses jobs while several users would share gpuq's account (a user
+    added since gpuq started)."""
+    problem = shared_account_problem(settings, db)
+    if problem is not None:
+        raise Forbidden(f"no job can run here: {problem}")
 
 
 def check_spec(settings: Settings, spec: JobSpec) -> None:

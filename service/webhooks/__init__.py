@@ -4,9 +4,11 @@ for the owner to read.
 
 `queue` stores deliveries in a write transaction: the notifier's, soon after a state
 change, or the caller's own for other events (the idle rule's); the `notifier` thread
-sends them (`delivery`); `owners` keeps each owner's default URL and secret; `privacy`
-hides a job's webhook URL from other users. Delivery is at least once (a crash mid-send
-sends again): receivers drop repeats by `X-Gpuq-Delivery`.
+sends them (`delivery`) through a client (`transport`) that connects only where
+`addresses` allows: public addresses, and what GPUQ_WEBHOOK_ALLOW adds; `owners` keeps
+each owner's default URL and secret (`service.jobs.privacy` hides a job's webhook URL
+from other users). Delivery is at least
+once (a crash mid-send sends again): receivers drop repeats by `X-Gpuq-Delivery`.
 """
 
 from service.webhooks.notifier import Notifier

@@ -15,12 +15,17 @@ from service.store.db import Database, utcnow
 from service.store.tables import UserWebhook, WebhookDelivery
 from service.webhooks import signing
 from service.webhooks.owners import owner_webhook
+from service.webhooks.transport import REFUSED, AddressNotAllowed
 
 log = logging.getLogger(__name__)
 
 #: The longest wait between two attempts, however many have failed.
 MAX_BACKOFF_S = 300.0
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+#: An attempt's `error` when no answer came, besides `transport.REFUSED`.
+COULD_NOT_CONNECT = "could not connect"  #: refused, unreachable, no such name, TLS, too slow
+TIMED_OUT = "timed out"  #: connected, but no answer within GPUQ_WEBHOOK_TIMEOUT_S
+NO_ANSWER = "no answer"  #: connected, but the connection broke or the answer was not HTTP
 
 
 def retry_delay(failures: int, first_s: float, cap_s: float = MAX_BACKOFF_S) -> float:
@@ -52,25 +57,49 @@ def secret_of(db: Database, owner: str) -> str:
 
 
 def post(http: httpx.Client, delivery: WebhookDelivery, secret: str) -> dict[str, Any]:
-    """POSTs `delivery` once, signed with `secret`; the attempt as stored in `attempts`.
-    The answer's body is never read: a receiver cannot keep us with a slow or large one."""
+    """POSTs `delivery` once, signed with `secret`; the attempt as stored in `attempts`:
+    the answer's status and how long it took, or a coarse `failure` without a duration
+    (timing would tell a closed port from a filtered one too). The answer's body is never
+    read: a receiver cannot keep us with a slow or large one."""
     assert delivery.id is not None
     body = signing.encode(delivery.body)
     headers = signing.headers(delivery.event, delivery.id, signing.sign(secret, body))
     at, began = utcnow(), time.monotonic()
-    status_code, error = None, None
+    status_code, error, duration_ms = None, None, None
     try:
         with http.stream("POST", delivery.url, content=body, headers=headers) as response:
             status_code = response.status_code
+            duration_ms = round((time.monotonic() - began) * 1000)
     except Exception as exc:  # whatever went wrong, it is one failed attempt, told to the owner
-        error = f"{type(exc).__name__}: {exc}".replace(delivery.url, "<url>")[:300]
-    duration_ms = round((time.monotonic() - began) * 1000)
+        error = failure(exc)
+        # The detail is the admins': the owner could read a port scan in it. The host only:
+        # a URL's path or query may hold a token.
+        log.info(
+            "job %d: webhook delivery %d to %s: %s: %s",
+            delivery.job_id,
+            delivery.id,
+            urlsplit(delivery.url).hostname,
+            type(exc).__name__,
+            str(exc).replace(delivery.url, "<url>")[:300],
+        )
     return {
         "at": at.isoformat(),
         "status_code": status_code,
         "error": error,
         "duration_ms": duration_ms,
     }
+
+
+def failure(exc: Exception) -> str:
+    """What the owner reads about an attempt that got no answer: a coarse class that tells
+    a closed port from a filtered one, or TLS trouble from a dead host, to no one."""
+    if isinstance(exc, AddressNotAllowed):
+        return REFUSED
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return COULD_NOT_CONNECT
+    if isinstance(exc, httpx.TimeoutException):
+        return TIMED_OUT
+    return NO_ANSWER
 
 
 def record_attempt(

@@ -18,7 +18,8 @@ import httpx
 from service.settings import Settings
 from service.store.db import Database
 from service.store.tables import WebhookDelivery
-from service.webhooks import delivery
+from service.webhooks import delivery, transport
+from service.webhooks.addresses import AllowList
 from service.webhooks.queue import has_changes, latest_revision, queue_changes
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ class Notifier:
         self._since = 0  #: job revisions up to this one are notified
 
     def start(self) -> None:
-        self._http = httpx.Client(timeout=self.settings.webhook_timeout_s, follow_redirects=False)
+        allow = AllowList.parse(self.settings.webhook_allow)
+        self._http = transport.client(allow, self.settings.webhook_timeout_s)
         self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="gpuq-webhook")
         self._thread = threading.Thread(target=self._run, name="gpuq-notifier", daemon=True)
         self._thread.start()

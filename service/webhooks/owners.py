@@ -11,6 +11,7 @@ from service.store.db import Database
 from service.store.tables import UserWebhook
 from service.team.audit import record
 from service.team.users import Caller
+from service.webhooks.addresses import AllowList, check_url
 
 
 class Keep(Enum):
@@ -45,11 +46,19 @@ def read_webhook(db: Database, caller: Caller) -> UserWebhook:
 
 
 def change_webhook(
-    db: Database, caller: Caller, *, url: str | Keep | None = Keep.url, rotate_secret: bool = False
+    db: Database,
+    caller: Caller,
+    *,
+    url: str | Keep | None = Keep.url,
+    rotate_secret: bool = False,
+    allow: AllowList = AllowList(),
 ) -> UserWebhook:
     """Sets (`url`: a URL) or clears (None) the caller's default webhook, and with
     `rotate_secret` replaces the secret: deliveries not yet sent are signed with the new
-    one. Jobs already submitted keep the URL they were given."""
+    one. Jobs already submitted keep the URL they were given. A URL naming an address that
+    neither is public nor is in `allow` is `Invalid`."""
+    if isinstance(url, str):
+        check_url(url, allow, ("body", "url"))
     with db.write() as session:
         row = owner_webhook(session, caller.name)
         if not isinstance(url, Keep):

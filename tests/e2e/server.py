@@ -45,6 +45,7 @@ class Server:
             "GPUQ_PORT": str(self.port),
             "GPUQ_URL": self.url,
             "GPUQ_ALLOW_ROOT_JOBS": "1",  # the suite runs as root, as on a single-user box
+            "GPUQ_ALLOW_SHARED_ACCOUNT": "1",  # whose users are one person's tokens
             "GPUQ_WARM_WORKERS": "0",  # tests/e2e/test_warm_workers.py asks for them
         }
         self.proc: subprocess.Popen[bytes] | None = None

@@ -46,6 +46,7 @@ def idle_settings(settings):
             "idle_kill_after_s": 3.0,
             "sample_s": 0.2,
             "cancel_grace_s": 2.0,
+            "webhook_allow": "127.0.0.1/32",  # the idle job's webhook
         }
     )
 

@@ -13,15 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from service.settings import Settings
+from service.settings import OTHER_VARIABLES, Settings
 from service.store.db import Database
 from service.store.migrate import upgrade
 from service.team import users
 from tests.accounts import ANA, BOB, Accounts, as_user, throwaway_accounts
 from tests.conftest import TINY_KERAS, serving, wait_for
 from tests.e2e.server import Server
+from tests.e2e.sse import read_events
 
 #: What a job prints about who it runs as; then it leaves a file among its artifacts.
 WHOAMI = """
@@ -141,6 +143,43 @@ def test_a_builtin_job_trains_as_its_owner_on_her_own_data(team, accounts):
     assert model.stat().st_uid == accounts.ana.pw_uid
 
 
+#: What a job prints of its environment: the names, and PATH.
+ENVIRONMENT = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
+def test_a_job_gets_an_environment_gpuq_chose_not_roots(team, accounts, monkeypatch):
+    root_bin = os.path.join(os.environ.get("HOME", "/root"), ".local", "bin")
+    for name, value in {
+        "AWS_SECRET_ACCESS_KEY": "root's key",
+        "TF_TOKEN_app_terraform_io": "root's token",
+        "SUDO_USER": "admin",
+        "LC_TIME": "C.UTF-8",
+        "CUDA_CACHE_PATH": "/var/cache/cuda",
+        "PATH": f"{root_bin}:{os.environ['PATH']}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    spec = command(ENVIRONMENT, env={"MINE": "set in the spec"})
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(team["tokens"]["ana"]))
+        submitted = client.post("/v1/jobs", json=spec)
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        job = wait_for(client, job_id, lambda j: j["status"] in {"succeeded", "failed"})
+        assert job["status"] == "succeeded", job
+        seen = json.loads(client.get(f"/v1/jobs/{job_id}/logs").text.strip().splitlines()[-1])
+    for secret in ("AWS_SECRET_ACCESS_KEY", "TF_TOKEN_app_terraform_io", "SUDO_USER"):
+        assert secret not in seen
+    assert (seen["LC_TIME"], seen["CUDA_CACHE_PATH"]) == ("C.UTF-8", "/var/cache/cuda")
+    assert (seen["MINE"], seen["HOME"], seen["USER"]) == (
+        "set in the spec",
+        accounts.ana.pw_dir,
+        ANA,
+    )
+    assert root_bin not in seen["PATH"].split(":") and "/usr/bin" in seen["PATH"].split(":")
+    given = OTHER_VARIABLES - {"GPUQ_URL", "GPUQ_TOKEN"}  # what gpuq gives every job
+    assert {n for n in seen if n.startswith("GPUQ_")} <= given
+
+
 def test_owners_without_an_account_are_refused_with_how_to_bind_them(team):
     with serving(team["settings"]) as client:
         response = client.post(
@@ -245,5 +284,62 @@ def test_local_users_log_in_on_the_socket_by_who_they_are(accounts):
         server.start()
         again = as_user(ANA, *cli, "ls", "--json", env=socket_env)
         assert again.returncode == 0, again.stderr
+    finally:
+        server.kill()
+
+
+#: A job that fails as a GPU out of memory would, its log naming the secret in its env
+#: (its argv, which others see as in `ps`, names none).
+LEAKY = """
+import os, sys
+secret = os.environ["API_KEY"]
+print(f"loading {secret}-data.npz")
+print(f"CUDA out of memory. Tried to allocate 2 GiB ({secret}-oom)", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def test_other_members_see_a_jobs_state_but_not_its_log_words_env_or_exemption(team, accounts):
+    """Through every read: the job, the list, a long poll, the event stream, `gpuq show`."""
+    server = Server(team["settings"].home)  # its database holds the team
+    server.env.update(GPUQ_RUN_AS="owner")
+    server.env.pop("GPUQ_ALLOW_ROOT_JOBS")
+    tokens = team["tokens"]
+    spec = command(LEAKY, env={"API_KEY": "s3cr3t-env"})
+    spec.update(idle_exempt="s3cr3t-exempt notebook", resources={"gpus": 0})
+    server.start()
+    try:
+        submitted = httpx.post(f"{server.url}/v1/jobs", json=spec, headers=bearer(tokens["ana"]))
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        server.env["GPUQ_TOKEN"] = tokens["admin"]
+        whole = server.wait(job_id, {"failed", "succeeded"})
+        assert (whole["status"], whole["reason"], whole["exit_code"]) == ("failed", "gpu_oom", 3)
+        assert "s3cr3t-env-oom" in whole["message"]
+        assert "loading s3cr3t-env-data.npz" in whole["log_tail"]
+        with httpx.Client(base_url=server.url, headers=bearer(tokens["bob"])) as bob:
+            seen = {
+                "job": bob.get(f"/v1/jobs/{job_id}").json(),
+                "list": bob.get("/v1/jobs").json()["jobs"][0],
+                "long poll": bob.get(f"/v1/jobs/{job_id}", params={"wait_s": 1}).json(),
+            }
+            stream = read_events(bob, "/v1/events", since=0, job_id=job_id)
+            seen["event"] = next(e["data"] for e in stream if e["data"]["status"] == "failed")
+            stream.close()
+        for how, job in seen.items():
+            assert "s3cr3t" not in json.dumps(job), (how, job)
+            said = (job["status"], job["reason"], job["message"])
+            assert said == ("failed", "gpu_oom", "ran out of GPU memory"), how
+            assert "message" in job["hidden"]
+        hidden = ["message", "log_tail", "spec.command.env", "spec.idle_exempt"]
+        assert seen["job"]["hidden"] == hidden
+        for name in ("ana", "admin"):
+            mine = httpx.get(f"{server.url}/v1/jobs/{job_id}", headers=bearer(tokens[name])).json()
+            assert mine["hidden"] == [], name
+            assert mine["spec"]["command"]["env"]["API_KEY"] == "s3cr3t-env"
+            assert mine["spec"]["idle_exempt"] == "s3cr3t-exempt notebook"
+        server.env["GPUQ_TOKEN"] = tokens["bob"]
+        shown = server.cli("show", str(job_id))
+        assert "s3cr3t" not in shown and "hidden from you (ana's and admins'): message" in shown
     finally:
         server.kill()

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.executors import LocalExecutor
 from service.runtime import Service
-from tests.conftest import ended, job_spec, wait_for
+from tests.conftest import ended, job_spec, local_client, wait_for
 from tests.processes import gone
 from worker import warm_pool
 
@@ -31,7 +31,7 @@ def warm(settings) -> Iterator[tuple[TestClient, Service]]:
     settings = settings.model_copy(update={"warm_workers": 1})
     service = Service.open(settings)
     try:
-        with TestClient(create_app(settings, service)) as client:
+        with local_client(create_app(settings, service)) as client:
             yield client, service
     finally:
         service.close()

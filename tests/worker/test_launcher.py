@@ -81,3 +81,22 @@ def test_a_launcher_that_died_is_started_again_on_the_next_spawn(tmp_path, launc
     launcher.spawn(run.path, dict(os.environ))
     assert exits.wait(10)
     assert read_json(run.exit)["exit_code"] == 0
+
+
+def test_the_launcher_and_so_every_warm_process_start_without_gpuqs_secrets(monkeypatch):
+    """A warm training process is the launcher's grandchild and, once it takes a job, its
+    owner may read its first environment in /proc: it must hold nothing of root's."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "root's key")
+    monkeypatch.setenv("TF_TOKEN_app_terraform_io", "root's token")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    launcher = Launcher(lambda: None)
+    launcher.start()
+    try:
+        assert launcher._proc is not None
+        with open(f"/proc/{launcher._proc.pid}/environ", "rb") as f:
+            names = {entry.split(b"=", 1)[0].decode() for entry in f.read().split(b"\0") if entry}
+    finally:
+        launcher.stop()
+    assert "AWS_SECRET_ACCESS_KEY" not in names
+    assert "TF_TOKEN_app_terraform_io" not in names
+    assert {"LC_TIME", "PATH"} <= names

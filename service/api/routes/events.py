@@ -11,8 +11,10 @@ from fastapi.responses import StreamingResponse
 from service.api.deps import CallerDep, ServiceDep
 from service.api.errors import documented
 from service.jobs.changes import follow_changes, latest_revision
+from service.jobs.privacy import as_seen_by
 from service.public import JobEvent
 from service.runtime import Service
+from service.team.users import Caller
 
 router = APIRouter(tags=["events"], responses=documented(401))
 
@@ -51,19 +53,20 @@ async def events(
     if since is None:
         since = await asyncio.to_thread(latest_revision, service.db)
     return StreamingResponse(
-        _stream(service, since, job_id, owner),
+        _stream(service, caller, since, job_id, owner),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
 
 
 async def _stream(
-    service: Service, since: int, job_ids: list[int], owner: str | None
+    service: Service, caller: Caller, since: int, job_ids: list[int], owner: str | None
 ) -> AsyncIterator[str]:
     yield f"retry: 2000\n: gpuq events after revision {since}\n\n"
     async for job in follow_changes(service.db, since, job_ids=job_ids, owner=owner):
         if job is None:
             yield ": keep-alive\n\n"
             continue
-        data = json.dumps(JobEvent.of(job).model_dump(mode="json"), separators=(",", ":"))
+        event = as_seen_by(caller, JobEvent.of(job), service.settings)
+        data = json.dumps(event.model_dump(mode="json"), separators=(",", ":"))
         yield f"id: {job.rev}\nevent: job\ndata: {data}\n\n"

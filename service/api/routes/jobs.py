@@ -13,8 +13,8 @@ from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
 from service.jobs.changes import wait_for_change
 from service.jobs.logs import follow_log, read_log
+from service.jobs.privacy import as_seen_by
 from service.public import JobPage, JobPublic, MetricHistory, Preview
-from service.webhooks.privacy import as_seen_by
 
 NEXT_OFFSET = "X-Next-Offset"
 
@@ -78,7 +78,7 @@ def list_jobs(
     page, next_cursor = jobs.list_jobs(
         service.db, statuses=status, owner=owner, limit=limit, cursor=cursor
     )
-    shown = [as_seen_by(caller, JobPublic.of(j)) for j in page]
+    shown = [as_seen_by(caller, JobPublic.of(j), service.settings) for j in page]
     return JobPage(jobs=shown, next_cursor=next_cursor)
 
 
@@ -111,7 +111,7 @@ async def get_job(
         job = JobPublic.of(jobs.read_job(service.db, job_id))  # one row: no thread hop
     else:
         job = JobPublic.of(await wait_for_change(service.db, job_id, since, wait_s))
-    return as_seen_by(caller, job)
+    return as_seen_by(caller, job, service.settings)
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
@@ -139,7 +139,9 @@ def change_job(
     job_id: JobId, change: JobChange, service: ServiceDep, caller: CallerDep
 ) -> JobPublic:
     """Changes a job's priority: an admin freely, its owner only downwards."""
-    return JobPublic.of(service.change_priority(job_id, caller, change.priority))
+    job = service.change_priority(job_id, caller, change.priority)
+    # `{}` changes nothing and answers anyone: as a read does. Otherwise owner or admin.
+    return as_seen_by(caller, JobPublic.of(job), service.settings)
 
 
 @router.get(

@@ -9,6 +9,7 @@ from service import webhooks
 from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
 from service.public import WebhookDeliveryList, WebhookDeliveryPublic, WebhookPublic
+from service.webhooks.addresses import AllowList
 
 router = APIRouter(tags=["webhooks"], responses=documented(400, 401, 413))
 
@@ -35,9 +36,13 @@ def get_webhook(service: ServiceDep, caller: CallerDep) -> WebhookPublic:
 @router.put("/v1/webhook")
 def put_webhook(change: WebhookChange, service: ServiceDep, caller: CallerDep) -> WebhookPublic:
     """Sets or clears your default webhook, or rotates your secret. Jobs already submitted
-    keep the webhook they were given."""
+    keep the webhook they were given. 422 for a URL naming an internal address (loopback,
+    private, link-local...) that GPUQ_WEBHOOK_ALLOW does not allow."""
     url = change.url if "url" in change.model_fields_set else webhooks.Keep.url
-    row = webhooks.change_webhook(service.db, caller, url=url, rotate_secret=change.rotate_secret)
+    allow = AllowList.parse(service.settings.webhook_allow)
+    row = webhooks.change_webhook(
+        service.db, caller, url=url, rotate_secret=change.rotate_secret, allow=allow
+    )
     return WebhookPublic.model_validate(row.model_dump())
 
 

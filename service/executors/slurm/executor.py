@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 ENDING_POLL_S = 0.5
 #: how long `sinfo`'s answer is kept (every `GET /v1/gpus` and submission reads it)
 NODES_EVERY_S = 2.0
+#: the batch script, in the attempt's folder
+SCRIPT = "slurm.sh"
 
 
 def nice(priority: int) -> int:
@@ -108,8 +110,9 @@ class SlurmExecutor:
 
     def start(self, launch: Launch) -> Started:
         try:
-            run, env = prepare_run(self.runs_dir, launch)
-            script = self._write_script(run)
+            # Written before the folder is the owner's: root writes nothing in it after.
+            script = self.run_dir(launch.job_id, launch.attempt).path / SCRIPT
+            run, env = prepare_run(self.runs_dir, launch, {SCRIPT: self._script(script.parent)})
         except OSError as exc:
             raise LaunchError(f"could not write the run directory: {exc}") from exc
         # Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it gives the job.
@@ -153,17 +156,15 @@ class SlurmExecutor:
         log.info("job %d: handed to Slurm as job %s", launch.job_id, slurm_id)
         return Started(slurm_id)
 
-    def _write_script(self, run: RunDir) -> Path:
-        """The batch script: gpuq's runner, as on a box."""
-        script = run.path / "slurm.sh"
-        script.write_text(
+    def _script(self, run_dir: Path) -> str:
+        """The batch script: gpuq's runner, as on a box. (sbatch reads it as it submits,
+        so it need not be executable.)"""
+        return (
             "#!/bin/sh\n"
             "# gpuq's runner is the batch step: it starts the job and writes exit.json.\n"
             f"exec {shlex.quote(self.python)} -P -m {RUNNER_MODULE} "
-            f"{shlex.quote(str(run.path))}\n"
+            f"{shlex.quote(str(run_dir))}\n"
         )
-        script.chmod(0o755)
-        return script
 
     def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
         if not executor_job_id:

@@ -16,9 +16,6 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from service import jobs
 from service.executors import LocalExecutor
-from service.gpus import registry
-from service.gpus.inventory import discover
-from service.gpus.registry import GpuRegistry
 from service.scheduler import ingest, starting
 from service.scheduler.loop import Scheduler
 from tests.conftest import ANA, command_spec
@@ -26,17 +23,6 @@ from tests.conftest import ANA, command_spec
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 SLEEP = command_spec("import time; time.sleep(60)", gpus=0)
-
-
-@pytest.fixture
-def scheduler(db, settings) -> Iterator[Scheduler]:
-    inventory = discover(settings.gpus)
-    registry.sync(db, inventory)
-    scheduler = Scheduler(db, settings, GpuRegistry(db, inventory))
-    yield scheduler
-    for job_id in list(scheduler.books.running):
-        scheduler.books.executor.signal(job_id, signal.SIGKILL)
-    scheduler.books.executor.close()
 
 
 @pytest.fixture

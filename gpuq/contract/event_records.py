@@ -1,0 +1,120 @@
+"""What the service accepts of a line of `events.jsonl`: one model per event kind it reads.
+
+A job's own processes write that file, so every line is checked before anything of it is
+stored: numbers that are numbers and fit the database's columns, metric names of bounded
+length and count, metric values finite or null, text that any database stores. Fields the
+service does not read pass unchecked and are dropped (gpuq's writers add `ts`, `devices`,
+`pid`...). `events` stays stdlib-only for the runner and the start-up hook; this is the
+service's side.
+"""
+
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from gpuq.contract.events import Event
+
+MAX_INT = 2**31 - 1  #: the databases' INTEGER (epoch and step are columns)
+MAX_METRICS = 128  #: metric names per event
+MAX_NAME_CHARS = 128  #: characters of a metric name
+
+
+def _finite(value: float | None) -> float | None:
+    # NaN and infinities read as null, as gpuq's own writers send them (`events.finite`).
+    return value if value is None or math.isfinite(value) else None
+
+
+def _storable(text: str) -> str:
+    if "\0" in text:
+        raise ValueError("must not contain NUL characters")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return text
+
+
+#: A count or position from 0: epoch, step, steps.
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+#: A number, or null; NaN and infinities read as null.
+Finite = Annotated[float | None, AfterValidator(_finite)]
+#: Text any database stores: no NUL, no lone surrogates.
+Text = Annotated[str, AfterValidator(_storable)]
+MetricName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+#: Metric name → value, as Keras names them (`loss`, `val_mae`...).
+Metrics = Annotated[dict[MetricName, Finite], Field(max_length=MAX_METRICS)]
+
+
+class _Record(BaseModel):
+    # Strict: "3" is no epoch. Fields not declared are not read, so they pass and go.
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ProgressRecord(_Record):
+    """Where training is, as `GpuqProgress` reports it (the API's `Progress`)."""
+
+    epoch: Count | None = None
+    epochs: Count | None = None
+    step: Count | None = None
+    steps: Count | None = None
+    fraction: Finite = None
+    samples_per_s: Finite = None
+    eta_s: Finite = None
+
+
+class Started(_Record):
+    """TensorFlow is up."""
+
+    num_replicas: Annotated[int, Field(ge=1, le=MAX_INT)] | None = None
+
+
+class Running(_Record):
+    """A program gpuq cannot see inside has started."""
+
+
+class Step(_Record):
+    """A sampled step (or, as `Epoch`, an epoch's end) with its metrics."""
+
+    epoch: Count | None = None
+    step: Count | None = None
+    progress: ProgressRecord | None = None
+    metrics: Metrics | None = None
+
+
+class Epoch(Step):
+    """An epoch ended."""
+
+
+class Failed(_Record):
+    """The training process explains its failing exit."""
+
+    message: Text = ""
+
+
+class Stopped(Failed):
+    """Stopped early on request, model saved."""
+
+
+EventRecord = Started | Running | Step | Failed
+
+#: The kinds the service reads; it ignores the others (`resumed`, `finished`, a user's own).
+RECORDS: dict[str, type[EventRecord]] = {
+    Event.started: Started,
+    Event.running: Running,
+    Event.step: Step,
+    Event.epoch: Epoch,
+    Event.failed: Failed,
+    Event.stopped: Stopped,
+}
+
+
+def parse(line: Any) -> EventRecord | None:
+    """One parsed line of `events.jsonl` as its event; None for a kind the service does not
+    read. Raises `ValueError` (pydantic's `ValidationError` among them) for a line that
+    breaks the contract."""
+    if not isinstance(line, dict):
+        raise ValueError("not a JSON object")
+    kind = line.get("event")
+    model = RECORDS.get(kind) if isinstance(kind, str) else None
+    return None if model is None else model.model_validate(line)

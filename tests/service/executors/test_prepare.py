@@ -1,0 +1,121 @@
+"""An attempt's run directory, written by root for a job run as its owner, while the owner
+swaps links into everything they can write: real accounts, real links, a real race."""
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuq.contract.account import Account
+from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.spec import JobSpec
+from service.executors.base import Launch
+from service.executors.prepare import prepare_run
+from tests.accounts import ANA, Accounts, throwaway_accounts
+
+#: The owner's side of the race, as a job's processes could run it, swapping a folder and
+#: a link to root's files in one step (renameat2's RENAME_EXCHANGE), over and over: in the
+#: first attempt's checkpoints `sub` (a folder) and `alt` (a link to root's secrets); in the
+#: new attempt's folder, once it can write there, `tensorboard` and a link to a folder of
+#: root's.
+SWAPPER = """
+import ctypes, os, sys, time
+checkpoints, secrets, attempt, victims, seconds = sys.argv[1:]
+renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+def swap(a, b):
+    renameat2(-100, a.encode(), -100, b.encode(), 2)  # AT_FDCWD, RENAME_EXCHANGE
+sub, alt = os.path.join(checkpoints, "sub"), os.path.join(checkpoints, "alt")
+board, link = os.path.join(attempt, "tensorboard"), os.path.join(attempt, "tb")
+os.symlink(secrets, alt)
+end = time.time() + float(seconds)
+while time.time() < end:
+    swap(sub, alt)
+    try:
+        os.symlink(victims, link)
+    except OSError:
+        pass
+    swap(board, link)
+"""
+TRIES = 12
+SHARDS = 300
+
+
+@pytest.fixture(scope="module")
+def accounts() -> Iterator[Accounts]:
+    with throwaway_accounts() as made:
+        yield made
+
+
+def launch(attempt: int, account: Account, resume_from: int | None = None) -> Launch:
+    spec = JobSpec(kind="command", command={"argv": ["true"]})
+    return Launch(
+        job_id=1,
+        attempt=attempt,
+        spec=spec,
+        devices=DevicePlan.cpu(),
+        resume_from=resume_from,
+        run_as=account,
+    )
+
+
+def copied_files(folder, name: str) -> list[str]:
+    """What files called `name` hold in `folder`, its links not followed."""
+    return [
+        (Path(where) / name).read_text()
+        for where, _, files in os.walk(folder)
+        if name in files and not (Path(where) / name).is_symlink()
+    ]
+
+
+def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts, tmp_path):
+    ana = accounts.ana
+    account = Account(ANA, ana.pw_uid, ana.pw_gid, (ana.pw_gid,), ana.pw_dir)
+    runs = accounts.scratch / "runs"
+    secrets = accounts.scratch / "roots"
+    secrets.mkdir(mode=0o700)
+    (secrets / "secret.txt").write_text("root's alone")
+    victims = accounts.scratch / "etc"
+    victims.mkdir()
+    victim = victims / "victim.conf"
+    victim.write_text("root's, readable by all")
+    victim.chmod(0o644)
+
+    first, _ = prepare_run(runs, launch(1, account))
+    sub = first.checkpoints / "sub"
+    subprocess.run(["runuser", "-u", ANA, "--", "mkdir", str(sub)], check=True)
+    subprocess.run(["runuser", "-u", ANA, "--", "touch", str(sub / "ckpt.weights")], check=True)
+    # Many files beside: each copy and handover takes long enough for the swaps to land.
+    for i in range(SHARDS):
+        shard = first.checkpoints / f"shard-{i:04d}"
+        shard.write_bytes(b"w")
+        os.chown(shard, ana.pw_uid, ana.pw_gid)
+    attempt = first.path.parent / "2"
+    argv = [sys.executable, "-c", SWAPPER, str(first.checkpoints), str(secrets), str(attempt)]
+    swapper = subprocess.Popen(["runuser", "-u", ANA, "--", *argv, str(victims), "120"], cwd="/")
+    leaked, refused = [], 0
+    try:
+        for _ in range(TRIES):
+            try:
+                run, _ = prepare_run(runs, launch(2, account, resume_from=1))
+            except OSError:
+                refused += 1  # the copy met a link mid-way: a failed start, nothing leaked
+                continue
+            leaked += copied_files(run.checkpoints, "secret.txt")
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", ANA], check=False)  # runuser's session and all
+        swapper.wait()
+
+    assert leaked == []
+    for path in (victims, victim):
+        info = path.stat()
+        assert (info.st_uid, stat.S_IMODE(info.st_mode) & 0o044) == (0, 0o044), path
+    assert refused < TRIES  # the swaps left the copy room to work
+    # With nobody racing, the checkpoints arrive, the owner's, and links stay links.
+    run, _ = prepare_run(runs, launch(2, account, resume_from=1))
+    assert copied_files(run.checkpoints, "ckpt.weights") == [""]
+    for path in (run.path, *run.path.rglob("*")):
+        assert path.lstat().st_uid == ana.pw_uid, path
