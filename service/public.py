@@ -101,14 +101,20 @@ def readable_progress(stored: Any) -> Progress:
 def _readable(data: Mapping[str, Any]) -> dict[str, Any]:
     """What a job's own events and exit set, with what does not fit read as absent: one
     bad value stored before they were checked must not fail a whole list of jobs."""
-    metrics = data["metrics"] if isinstance(data["metrics"], dict) else {}
     return {
         "progress": readable_progress(data["progress"]),
-        "metrics": {k: v for k, v in metrics.items() if v is None or _number(v)},
+        "metrics": readable_metrics(data["metrics"]),
         "num_replicas": data["num_replicas"] if _integer(data["num_replicas"]) else None,
         "exit_code": data["exit_code"] if _integer(data["exit_code"]) else None,
         "message": data["message"] if isinstance(data["message"], str) else None,
     }
+
+
+def readable_metrics(stored: Any) -> dict[str, Any]:
+    """Stored metric values: numbers or null; anything else reads as absent (stored before
+    events were checked)."""
+    values = stored if isinstance(stored, dict) else {}
+    return {k: v for k, v in values.items() if v is None or _number(v)}
 
 
 def _number(value: Any) -> bool:

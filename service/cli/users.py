@@ -136,7 +136,7 @@ def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
 
     with _database() as db:
         users.revoke_user(db, name, actor=_actor())
-        left = len(users.active_users(db))
+        left = users.has_users(db)
     if as_json:
         print_json({"name": name, "revoked": True})
     else:

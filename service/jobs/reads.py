@@ -7,6 +7,7 @@ from sqlmodel import Session, col, select
 
 from gpuq.contract.states import JobStatus
 from service.errors import NotFound
+from service.public import readable_metrics
 from service.store.db import Database
 from service.store.pages import newest_first
 from service.store.tables import Job, JobMetric
@@ -70,9 +71,5 @@ def metric_history(db: Database, job_id: int) -> dict[str, list[dict[str, Any]]]
 def _values(row: JobMetric) -> dict[str, Any]:
     """A row's metrics; what is not a number, or would stand in for its position, reads as
     absent (stored before events were checked)."""
-    values = row.values if isinstance(row.values, dict) else {}
-    return {
-        k: v
-        for k, v in values.items()
-        if k not in ("epoch", "step") and (v is None or isinstance(v, int | float))
-    }
+    values = readable_metrics(row.values)
+    return {k: v for k, v in values.items() if k not in ("epoch", "step")}

@@ -43,12 +43,7 @@ def each_apart(
     except Exception:
         pass  # undone; which job it was is found, and logged, below
     done: dict[int, R] = {}
-    failed: list[int] = []
     for job_id, item in jobs.items():
-        try:
-            with session.begin_nested():
-                done[job_id] = write(job_id, item)
-        except Exception:
-            log.exception("job %d: could not %s; the other jobs go on", job_id, doing)
-            failed.append(job_id)
-    return done, failed
+        with apart(job_id, doing), session.begin_nested():
+            done[job_id] = write(job_id, item)
+    return done, [job_id for job_id in jobs if job_id not in done]

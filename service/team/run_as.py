@@ -75,13 +75,15 @@ def shares_account(settings: Settings) -> bool:
     )
 
 
-def shared_account_problem(settings: Settings, db: Database) -> str | None:
-    """Why the users cannot share gpuq's account, or None where they may (one user, or
-    none; their own accounts; or an admin's GPUQ_ALLOW_SHARED_ACCOUNT=1)."""
-    if settings.allow_shared_account or not shares_account(settings):
-        return None
-    members = len(users.active_users(db))
-    if members <= 1:
+def sharing_members(settings: Settings, db: Database) -> int:
+    """How many users' jobs run as gpuq's own account (`shares_account`); 0 where none do."""
+    return len(users.current_users(db)) if shares_account(settings) else 0
+
+
+def shared_account_problem(settings: Settings, members: int) -> str | None:
+    """Why `members` users (`sharing_members`) cannot share gpuq's account, or None where
+    they may (one user, or none; or an admin's GPUQ_ALLOW_SHARED_ACCOUNT=1)."""
+    if members <= 1 or settings.allow_shared_account:
         return None
     return (
         f"{members} users share gpuq's own account ({accounts.service_account()}, "
@@ -91,12 +93,13 @@ def shared_account_problem(settings: Settings, db: Database) -> str | None:
 
 
 def check_members(settings: Settings, db: Database) -> None:
-    """At start-up: raises `RunAsError` where several users would share gpuq's account."""
-    problem = shared_account_problem(settings, db)
+    """At start-up: raises `RunAsError` where several users would share gpuq's account;
+    warns where an admin lets them."""
+    members = sharing_members(settings, db)
+    problem = shared_account_problem(settings, members)
     if problem is not None:
         raise RunAsError(problem)
-    shared = settings.allow_shared_account and shares_account(settings)
-    if shared and len(users.active_users(db)) > 1:
+    if members > 1:
         log.warning(
             "members' jobs share gpuq's own account (GPUQ_ALLOW_SHARED_ACCOUNT=1): each can "
             "act as gpuq and as every other member"
@@ -137,7 +140,7 @@ def job_account(login: str) -> tuple[Account | None, str]:
 def check_shared(settings: Settings, db: Database) -> None:
     """At submission: refuses jobs while several users would share gpuq's account (a user
     added since gpuq started)."""
-    problem = shared_account_problem(settings, db)
+    problem = shared_account_problem(settings, sharing_members(settings, db))
     if problem is not None:
         raise Forbidden(f"no job can run here: {problem}")
 

@@ -140,16 +140,21 @@ def active_users(db: Database) -> list[ActiveUser]:
         ]
 
 
+def current_users(db: Database) -> list[ActiveUser]:
+    """`active_users`, read again only after a commit: every request asks."""
+    return db.cached("active_users", lambda: active_users(db))
+
+
 def has_users(db: Database) -> bool:
     """False in open mode (no user yet)."""
-    return bool(db.cached("active_users", lambda: active_users(db)))
+    return bool(current_users(db))
 
 
 def authenticate(db: Database, authorization: str | None) -> Caller:
     """The caller behind an `Authorization` header; anyone while no user exists.
 
     Every request asks this, so the active users are read again only after a commit."""
-    users = db.cached("active_users", lambda: active_users(db))
+    users = current_users(db)
     if not users:
         return OPEN
     scheme, _, token = (authorization or "").partition(" ")
@@ -176,7 +181,7 @@ def authenticate_peer(db: Database, uid: int) -> Caller:
         login = pwd.getpwuid(uid).pw_name
     except KeyError:
         raise Unauthorized(f"uid {uid} has no account name on this box") from None
-    users = db.cached("active_users", lambda: active_users(db))
+    users = current_users(db)
     if not users:
         return Caller(name=login, admin=True, unix_user=login)
     for user in users:
