@@ -1,8 +1,8 @@
 """The scheduler driven step by step against a real database (no loop thread)."""
 
 import json
+import math
 import signal
-import time
 
 import pytest
 from sqlmodel import select
@@ -99,7 +99,7 @@ def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
 def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
     db, scheduler, monkeypatch
 ):
-    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.5)
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", math.inf)  # the period never ends ...
     scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
     spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
     first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
@@ -115,8 +115,8 @@ def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
         assert jobs.get_job(db, second).status == JobStatus.starting
         # Same wait reason, so its row is not rewritten on this start ...
         assert jobs.get_job(db, third).queue_position == 2
-        time.sleep(0.5)
-        scheduler.place()  # ... but once the period is over
+        monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.0)  # ... until it does
+        scheduler.place()
         assert jobs.get_job(db, third).queue_position == 1
     finally:
         for job_id in list(scheduler.books.running):
