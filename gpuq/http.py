@@ -10,9 +10,12 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 from gpuq.contract.states import TERMINAL
 
@@ -73,15 +76,18 @@ class Client:
         self, url: str | None = None, token: str | None = None, *, http: httpx.Client | None = None
     ) -> None:
         self.url = (url or os.environ.get("GPUQ_URL") or DEFAULT_URL).rstrip("/")
+        self._socket: Path | None = None
+        self._headers: dict[str, str] = {}
         if http is not None:
             self.url = str(http.base_url).rstrip("/") or self.url
             self._http = http
             return
         token = token or os.environ.get("GPUQ_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = headers
         sock = None if url or os.environ.get("GPUQ_URL") else local_socket()
         if sock is not None:
-            self.url = f"unix:{sock}"
+            self.url, self._socket = f"unix:{sock}", sock
             self._http = httpx.Client(
                 base_url=SOCKET_BASE_URL,
                 headers=headers,
@@ -133,6 +139,27 @@ class Client:
                 yield from response.iter_bytes()
         except httpx.TransportError as exc:
             raise ApiError(f"cannot reach gpuq at {self.url} ({exc})") from exc
+
+    def terminal(self, job_id: int) -> "ClientConnection":
+        """A WebSocket to running session `job_id`'s terminal (`gpuq shell`)."""
+        from websockets.exceptions import WebSocketException
+        from websockets.sync.client import connect, unix_connect
+
+        path = f"/v1/jobs/{job_id}/terminal"
+        try:
+            if self._socket is not None:
+                return unix_connect(
+                    str(self._socket),
+                    f"ws://gpuq.socket{path}",
+                    additional_headers=self._headers,
+                    compression=None,
+                )
+            if not self.url.startswith("http"):
+                raise ApiError(f"a terminal needs gpuq's own address, not {self.url}")
+            address = "ws" + self.url.removeprefix("http") + path
+            return connect(address, additional_headers=self._headers, compression=None)
+        except (OSError, WebSocketException) as exc:
+            raise ApiError(f"cannot reach the session's terminal at {self.url}: {exc}") from exc
 
     def download(self, path: str, target: Path, **params: Any) -> int:
         """Saves the body of `GET path` to `target` through a `.part` file, so a broken

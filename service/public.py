@@ -48,6 +48,7 @@ class JobEvent(BaseModel):
     reason: Reason | None = _d("Why the job ended, when it has.")
     message: str | None = _d("A one-line explanation of `reason`, with a hint.")
     exit_code: int | None = _d("The training process's exit code, when it exited.")
+    exit_signal: int | None = _d("The signal that ended its program (9 for SIGKILL), if one did.")
     assigned_gpus: list[int] = _d("GPU indices; empty while queued.")
     attempt: int = _d("Attempt number, from 1 once launched; 0 while never launched.")
     wait_reason: str | None = _d("Why a queued job is not running yet.")
@@ -106,6 +107,7 @@ def _readable(data: Mapping[str, Any]) -> dict[str, Any]:
         "metrics": readable_metrics(data["metrics"]),
         "num_replicas": data["num_replicas"] if _integer(data["num_replicas"]) else None,
         "exit_code": data["exit_code"] if _integer(data["exit_code"]) else None,
+        "exit_signal": data["exit_signal"] if _integer(data["exit_signal"]) else None,
         "message": data["message"] if isinstance(data["message"], str) else None,
     }
 

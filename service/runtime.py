@@ -31,6 +31,12 @@ from service.team.users import Caller
 from service.webhooks import Notifier
 from service.webhooks.addresses import AllowList, check_url
 
+#: why `gpuq shell` cannot run on a cluster, and what to use there
+SESSIONS_ON_SLURM = (
+    "interactive sessions run on a gpuq box, not through Slurm: on this cluster use "
+    "`salloc --gpus=N` (then `srun --pty bash`)"
+)
+
 
 @dataclass
 class Service:
@@ -120,6 +126,8 @@ class Service:
         devices = self.gpus.inventory.devices
         cluster = None
         if isinstance(self.executor, QueueingExecutor):
+            if spec.kind == "session":
+                raise Invalid(("body", "kind"), SESSIONS_ON_SLURM)
             cluster = [node.gpus for node in self._nodes()]
         admission.check(spec, devices, settings.gpu_headroom_mb, cluster=cluster, rules=rules)
         if spec.webhook is not None:
@@ -196,19 +204,19 @@ class Service:
     def list_gpus(self) -> list[GpuPublic] | list[GpuNodePublic]:
         if isinstance(self.executor, QueueingExecutor):
             return [GpuNodePublic(**asdict(node)) for node in self._nodes()]
-        return self.gpus.describe(self.scheduler.job_groups())
+        return self.gpus.describe(self.scheduler.job_sessions())
 
     def release_gpu(self, index: int, caller: Caller) -> GpuPublic:
         """Puts a draining or quarantined GPU back into use; 404 or 409 otherwise."""
         if isinstance(self.executor, QueueingExecutor):
             raise Conflict("the GPUs are Slurm's: a cluster administrator resumes a node")
-        views = {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}
+        views = {g.index: g for g in self.gpus.describe(self.scheduler.job_sessions())}
         if index not in views:
             raise NotFound(f"no GPU with index {index}")
         if not self.gpus.release(index, actor=caller.name):
             raise Conflict(f"GPU {index} is {views[index].state}, not draining or quarantined")
         self.scheduler.wake()
-        return {g.index: g for g in self.gpus.describe(self.scheduler.job_groups())}[index]
+        return {g.index: g for g in self.gpus.describe(self.scheduler.job_sessions())}[index]
 
     # --- maintenance ---------------------------------------------------------------------------
 

@@ -50,4 +50,6 @@ def launch_plan(run: RunDir, runner_env: dict[str, str]) -> dict[str, Any]:
         "env": env,
         "cwd": command.get("workdir") or str(run.path),
         "running_at_start": True,
+        # a session's program gets a terminal of its own (`worker.session`)
+        "terminal": runspec["spec"].get("kind") == "session",
     }

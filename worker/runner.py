@@ -37,6 +37,10 @@ def main(argv: list[str]) -> int:
     plan = launch_plan(run, dict(os.environ))
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
+    if plan.get("terminal"):
+        from worker import session  # only sessions need the terminal's modules
+
+        return session.main(run, plan, lambda child: record_start(run, child, began))
     args = plan["argv"]
     # Under Slurm the runner is the batch step, and `scancel --batch` or the time limit's
     # warning (`--signal=B:TERM@...`) reaches it alone: training gets its own process group
@@ -119,19 +123,7 @@ def supervise(
     """Records the job's process in `runner.json`, touches `heartbeat` until it exits, and
     writes `exit.json`; the runner's own exit code."""
     events = EventWriter(run.events)
-    write_json_atomic(
-        run.runner,
-        {
-            "runner_pid": os.getpid(),
-            "runner_start_ticks": process_start_ticks(os.getpid()),
-            "train_pid": child.pid,
-            "train_start_ticks": process_start_ticks(child.pid),
-            # Wall-clock times, for start-up latency (`bench.training`).
-            "runner_began_at": began,
-            "train_spawned_at": time.time(),
-        },
-        durable=False,  # pids mean nothing after a power cut
-    )
+    record_start(run, child, began)
     kills_before = oom_kills()
     if running_at_start:
         events.emit(Event.running, pid=child.pid)
@@ -156,6 +148,24 @@ def supervise(
         },
     )
     return code if code >= 0 else 128 - code
+
+
+def record_start(run: RunDir, child: "subprocess.Popen[bytes]", began: float) -> None:
+    """`runner.json`: this runner's and the job's process, for people and tools (gpuq
+    itself signals only the runner it recorded)."""
+    write_json_atomic(
+        run.runner,
+        {
+            "runner_pid": os.getpid(),
+            "runner_start_ticks": process_start_ticks(os.getpid()),
+            "train_pid": child.pid,
+            "train_start_ticks": process_start_ticks(child.pid),
+            # Wall-clock times, for start-up latency (`bench.training`).
+            "runner_began_at": began,
+            "train_spawned_at": time.time(),
+        },
+        durable=False,  # pids mean nothing after a power cut
+    )
 
 
 def _pass_on(group: int, number: int) -> None:

@@ -36,6 +36,7 @@ class Outcome:
     reason: Reason | None
     message: str
     exit_code: int | None
+    signal: int | None = None  #: the signal that ended the program, if one did
 
 
 def _signal_name(number: int) -> str:
@@ -100,11 +101,20 @@ def classify(
             "the job's runner ended without recording an exit (killed, or the host restarted)",
             None,
         )
+    if exit_info.get("terminal_closed"):
+        return Outcome(
+            JobStatus.cancelled,
+            Reason.terminal_closed,
+            "its terminal went away (closed, or never attached): a session ends with it",
+            code,
+        )
     if exit_info.get("spawn_error"):
         return Outcome(JobStatus.failed, Reason.launch_error, exit_info["spawn_error"], code)
     if code == 0:
         said = "trained and saved" if builtin else "the program exited with code 0"
         return Outcome(JobStatus.succeeded, None, said, 0)
+    number = exit_info.get("signal")
+    number = number if isinstance(number, int) and 0 < number < 128 else None
     if code is None and exit_info.get("oom_killed"):
         return Outcome(
             JobStatus.failed,
@@ -112,15 +122,17 @@ def classify(
             "the kernel's out-of-memory killer stopped the training process (host memory "
             f"ran out): {HINTS[Reason.host_oom]}",
             None,
+            number,
         )
     if code is None:
-        number = int(exit_info.get("signal") or 0)
+        number = number or 0
         return Outcome(
             JobStatus.failed,
             Reason.signal,
             f"the training process was killed by {_signal_name(number)}"
             + ("; SIGKILL often means the host ran out of memory" if number == 9 else ""),
             None,
+            number or None,
         )
     reason = REASONS.get(code, Reason.nonzero_exit) if builtin else Reason.nonzero_exit
     said = detail or f"the {'training process' if builtin else 'program'} exited with code {code}"

@@ -1,4 +1,5 @@
-"""Host processes as both sides see them: start times (for pid reuse) and process groups."""
+"""Host processes as both sides see them: start times (for pid reuse), sessions and
+descendants."""
 
 import os
 from collections.abc import Sequence
@@ -34,10 +35,12 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def process_group(pid: int) -> int | None:
-    """The process group of `pid`, or None if it is gone or not visible from here."""
+def process_session(pid: int) -> int | None:
+    """The session of `pid` (its leader's pid), or None if it is gone or not visible from
+    here. A job's runner leads a session of its own: every process the job starts is in it,
+    whatever process groups a shell or a script makes inside."""
     try:
-        return os.getpgid(pid)
+        return os.getsid(pid)
     except OSError:
         return None
 
@@ -49,3 +52,37 @@ def resident_bytes(pid: int) -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _parents_and_sessions() -> dict[int, tuple[int, int]]:
+    """Every visible process: pid -> (parent pid, session id), from /proc."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # after the name: state, ppid, pgrp, session, ...
+        table[int(name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def session_and_descendants(leader: int) -> list[int]:
+    """The processes of the session `leader` leads and every descendant of `leader`
+    (those that left the session included), `leader` itself left out."""
+    table = _parents_and_sessions()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    descendants: set[int] = set()
+    todo = [leader]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in descendants:
+                descendants.add(child)
+                todo.append(child)
+    members = {pid for pid, (_, sid) in table.items() if sid == leader}
+    return sorted((members | descendants) - {leader})

@@ -29,6 +29,8 @@ class RunDir:
     checkpoints = property(lambda self: self.path / "checkpoints")
     artifacts = property(lambda self: self.path / "artifacts")
     tensorboard = property(lambda self: self.path / "tensorboard")
+    #: a session's terminal: its runner listens here for gpuq's relay (`terminal`)
+    terminal = property(lambda self: self.path / "terminal.sock")
 
     def create(self) -> None:
         for folder in (self.path, self.checkpoints, self.artifacts, self.tensorboard):

@@ -353,13 +353,17 @@ class JobSpec(StrictModel):
     name: str = Field(
         "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
     )
-    kind: Literal["keras", "command"] = Field(
+    kind: Literal["keras", "command", "session"] = Field(
         "keras",
         description="`keras`: gpuq builds and trains the model in `keras`. `command`: runs "
-        "your own program from `command` with the assigned GPUs and caps.",
+        "your own program from `command` with the assigned GPUs and caps. `session`: runs "
+        "`command` (a shell, a notebook) on its owner's terminal (`gpuq shell`) for as long "
+        "as that terminal stays attached.",
     )
     keras: KerasSpec | None = Field(None, description="What to train and how (kind keras).")
-    command: CommandSpec | None = Field(None, description="What to run (kind command).")
+    command: CommandSpec | None = Field(
+        None, description="What to run (kinds command and session)."
+    )
     resources: Resources = Field(
         default_factory=Resources, description="GPUs and memory the job needs."
     )
@@ -414,4 +418,8 @@ class JobSpec(StrictModel):
             raise ValueError(f"kind {self.kind!r} needs a `{body}` section")
         if getattr(self, other) is not None:
             raise ValueError(f"kind {self.kind!r} takes no `{other}` section")
+        if self.kind == "session" and self.max_retries:
+            raise ValueError(
+                "a session is not retried: its terminal is gone; leave out max_retries"
+            )
         return self

@@ -28,6 +28,7 @@ class Reason(StrEnum):
     dependency_failed = "dependency_failed"
     time_limit = "time_limit"
     idle = "idle"  #: held its GPUs without training (the idle rule, a hung step)
+    terminal_closed = "terminal_closed"  #: a session's terminal went away, ending it
 
 
 TERMINAL = frozenset(

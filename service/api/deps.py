@@ -2,7 +2,8 @@
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Path
+from starlette.requests import HTTPConnection
 
 from service.api import open_mode
 from service.api.local_socket import PEER_UID
@@ -13,7 +14,8 @@ from service.team.users import OPEN, Caller, authenticate, authenticate_peer
 
 # Async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a hop that
 # costs more than these do.
-async def get_service(request: Request) -> Service:
+# `HTTPConnection`: a request or a WebSocket (`/v1/jobs/{id}/terminal`).
+async def get_service(request: HTTPConnection) -> Service:
     service: Service = request.app.state.service
     return service
 
@@ -22,7 +24,7 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 
 
 async def get_caller(
-    request: Request,
+    request: HTTPConnection,
     service: ServiceDep,
     authorization: Annotated[
         str | None,

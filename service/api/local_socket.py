@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 PEER_UID = "gpuq.peer_uid"
 #: anyone on the box may connect; who they are is the kernel's word, checked per request
@@ -34,6 +35,16 @@ def peer_uid(sock: socket.socket) -> int:
     return uid
 
 
+def _with_peer(app: Any, uid: int) -> Any:
+    """`app`, with the peer's uid in every scope it is given."""
+
+    async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scope[PEER_UID] = uid
+        await app(scope, receive, send)
+
+    return with_peer
+
+
 class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
     """Uvicorn's HTTP protocol, telling the app who is on the other end of a Unix socket
     (and sending TCP replies at once)."""
@@ -43,15 +54,23 @@ class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:
-            uid, app = peer_uid(sock), self.app
-
-            async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
-                scope[PEER_UID] = uid
-                await app(scope, receive, send)
-
-            self.app = with_peer
+            self.app = _with_peer(self.app, peer_uid(sock))
         elif sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().connection_made(transport)
+
+
+class PeerCredentialsWebSockets(WebSocketsSansIOProtocol):
+    """Uvicorn's WebSocket protocol, which an upgraded connection switches to (and which
+    takes the app from uvicorn's config, not from the HTTP protocol): the same word on who
+    is at the other end of a Unix socket."""
+
+    app: Any
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family == socket.AF_UNIX:
+            self.app = _with_peer(self.app, peer_uid(sock))
         super().connection_made(transport)
 
 

@@ -15,7 +15,8 @@ cross-site form has one, so a loopback gpuq behind a reverse proxy keeps any hos
 import ipaddress
 from urllib.parse import urlsplit
 
-from fastapi import HTTPException, Request, status
+from fastapi import HTTPException, status
+from starlette.requests import HTTPConnection
 
 from service.api.local_socket import PEER_UID
 from service.errors import Forbidden
@@ -64,7 +65,7 @@ def _from_this_machine(origin: str) -> bool:
     return host is not None and is_loopback(host)
 
 
-def admit(request: Request, settings: Settings) -> None:
+def admit(request: HTTPConnection, settings: Settings) -> None:
     """Raises unless `request` may act in open mode (the module's docstring says when):
     403 from beyond this machine, 421 for a `Host` that names another."""
     if request.scope.get(PEER_UID) is not None or settings.insecure:

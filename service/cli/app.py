@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpuq.http import ApiError, Client
-from service.cli import admin, artifacts, audit, doctor, gpus, jobs, serve, users, webhook
+from service.cli import admin, artifacts, audit, doctor, gpus, jobs, run, serve, users, webhook
 
 PROG = "gpuq"
 
@@ -56,6 +56,8 @@ def build_app() -> typer.Typer:
     )
     app.command("serve")(serve.serve)
     app.command("doctor")(doctor.doctor)
+    app.command("run", help=run.RUN_HELP, context_settings=run.SETTINGS)(run.run_or_shell)
+    app.command("shell", help=run.SHELL_HELP, context_settings=run.SETTINGS)(run.run_or_shell)
     app.command("submit")(jobs.submit)
     app.command("ls")(jobs.list_jobs)
     app.command("show")(jobs.show)

@@ -123,14 +123,14 @@ def logs(
     else:
         chunks = iter([api.request("GET", path, params=params).content])
     if as_json:
-        _print_lines_as_json(job_id, chunks)
+        print_lines_as_json(job_id, chunks)
         return
     for chunk in chunks:
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
 
 
-def _print_lines_as_json(job_id: int, chunks: Iterator[bytes]) -> None:
+def print_lines_as_json(job_id: int, chunks: Iterator[bytes]) -> None:
     """One `{"job_id", "line"}` object per log line, each printed as soon as it is whole."""
     pending = b""
     for chunk in chunks:

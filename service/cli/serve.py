@@ -138,6 +138,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         port=settings.port,
         log_level=settings.log_level.lower(),
         http=local_socket.PeerCredentialsProtocol,
+        ws=local_socket.PeerCredentialsWebSockets,  # `gpuq shell`'s terminal
         # Event streams and followed logs never end on their own; without a bound,
         # one open `curl -N` would keep a stopping server up forever.
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,

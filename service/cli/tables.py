@@ -79,21 +79,36 @@ def progress_text(job: dict[str, Any]) -> str:
     return text
 
 
+def session_text(job: dict[str, Any]) -> str:
+    """`open since 14:02, idle since 14:30` for a running session; "" for anything else."""
+    if _kind(job) != "session" or job["status"] != "running":
+        return ""
+    text = f"open since {_clock(job.get('running_at') or job.get('started_at'))}"
+    if job.get("idle_since"):
+        text += f", idle since {_clock(job['idle_since'])}"
+    return text
+
+
 def jobs_table(jobs: Sequence[dict[str, Any]]) -> Table:
     """`gpuq ls`: one row per job."""
     rows = [
         (
             j["id"],
             j["name"],
+            _kind(j),
             j["owner"],
             state(j["status"]),
             ",".join(map(str, j["assigned_gpus"])) or "-",
-            progress_text(j) or j.get("reason") or ("held" if j.get("held") else ""),
+            session_text(j)
+            or progress_text(j)
+            or j.get("reason")
+            or ("held" if j.get("held") else ""),
             _when(j["created_at"]),
         )
         for j in jobs
     ]
-    return table(["ID", "NAME", "OWNER", "STATUS", "GPUS", "PROGRESS/REASON", "SUBMITTED"], rows)
+    headers = ["ID", "NAME", "KIND", "OWNER", "STATUS", "GPUS", "PROGRESS/REASON", "SUBMITTED"]
+    return table(headers, rows)
 
 
 def gpus_table(gpus: Sequence[dict[str, Any]]) -> Table:
@@ -200,12 +215,15 @@ def _progress_details(job: dict[str, Any]) -> str:
 def job_summary(job: dict[str, Any]) -> str:
     """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
     reason, times, log tail."""
+    noun = "session" if _kind(job) == "session" else "job"
     lines = [
-        f"job {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
+        f"{noun} {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
         f"  GPUs: {','.join(map(str, job['assigned_gpus'])) or '-'}"
         + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
         + (f", {_plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
+    if session_text(job):
+        lines.append(f"  interactive: {session_text(job)}")
     if job.get("executor"):
         lines.append(f"  executor: {job['executor']}, job id {job.get('executor_job_id') or '-'}")
     if job.get("priority"):
@@ -244,5 +262,14 @@ def _when(value: str) -> str:
     return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _clock(value: str | None) -> str:
+    """The time of day of `value` here, or `?`."""
+    return datetime.fromisoformat(value).astimezone().strftime("%H:%M") if value else "?"
+
+
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _kind(job: dict[str, Any]) -> str:
+    return str((job.get("spec") or {}).get("kind") or "keras")

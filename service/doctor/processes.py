@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuq.contract.processes import LAUNCHER_MODULE, RUNNER_MODULE, process_group, started_module
+from gpuq.contract.processes import LAUNCHER_MODULE, RUNNER_MODULE, process_session, started_module
 
 #: A runner's run directory, `.../runs/<job>/<attempt>`: the end of its command line, or its
 #: working directory when the launcher forked it (and it kept the launcher's command line).
@@ -21,7 +21,7 @@ class ProcessFacts:
     memory_mb: int
     user: str | None  #: None: not visible from here (another PID namespace)
     command: str | None
-    job_id: int | None  #: the gpuq job whose process group it is in; None: foreign
+    job_id: int | None  #: the gpuq job whose session it is in; None: foreign
 
     def describe(self) -> str:
         if self.user is None:
@@ -52,8 +52,8 @@ def _user(uid: int) -> str:
 
 
 def _job_of(pid: int) -> int | None:
-    """The job whose runner leads `pid`'s process group (every job has its own)."""
-    group = process_group(pid)
+    """The job whose runner leads `pid`'s session (every job has its own)."""
+    group = process_session(pid)
     if group is None:
         return None
     try:

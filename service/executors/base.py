@@ -80,9 +80,12 @@ class Executor(Protocol):
     def start(self, launch: Launch) -> Started:
         """Writes the run directory and starts the job; `LaunchError` if it cannot."""
 
-    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
+    def adopt(
+        self, job_id: int, attempt: int, executor_job_id: str | None, *, session: bool = True
+    ) -> bool:
         """Takes back a job a previous service started; True if it still runs (an ended
-        one is reported by the next `exited`)."""
+        one is reported by the next `exited`). `session`: an interactive session (or not
+        known to be none), whose processes leave the runner's process group."""
 
     def exited(self) -> list[Exit]:
         """The jobs that ended since the last call, each once, with their exit records;
@@ -91,9 +94,9 @@ class Executor(Protocol):
     def signal(self, job_id: int, sig: signal.Signals) -> None:
         """Sends `sig` to every process of the job (SIGTERM to stop, SIGKILL to end)."""
 
-    def process_groups(self) -> dict[int, int]:
-        """Process group → job, for the jobs whose processes run on this host (GPU memory
-        is attributed to jobs by process group)."""
+    def job_sessions(self) -> dict[int, int]:
+        """Session → job, for the jobs whose processes run on this host: each runner leads
+        a session of its own, and GPU memory is attributed to jobs by session."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuq.contract.account import UMASK, Account
-from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks
+from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
 from gpuq.contract.rundir import RunDir, read_json
 from service.executors.base import Exit, Launch, LaunchError, Started
 from service.executors.launcher import Launcher, Standby
@@ -45,6 +45,9 @@ class _Runner:
     #: when the runner started, if this service started it (a pid from the launcher)
     start_ticks: int | None = None
     proc: subprocess.Popen[bytes] | None = None  #: set when started without the launcher
+    #: an interactive session: a shell puts each of its jobs in a process group of its
+    #: own, so the whole session (and what the runner adopted) is signalled
+    session: bool = False
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -60,6 +63,10 @@ class _Runner:
         if self.pid <= 0:
             return
         if self.alive() or process_start_ticks(self.pid) is None:
+            if self.session:
+                for pid in session_and_descendants(self.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, sig)
 
@@ -108,6 +115,7 @@ class LocalExecutor:
         except OSError as exc:
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
+        runner.session = launch.spec.kind == "session"
         self._runners[launch.job_id] = runner
         return Started(str(runner.pid), runner.pid)
 
@@ -141,7 +149,9 @@ class LocalExecutor:
         proc.wait()
         self._on_exit()
 
-    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
+    def adopt(
+        self, job_id: int, attempt: int, executor_job_id: str | None, *, session: bool = True
+    ) -> bool:
         """Takes back the runner gpuq recorded (`executor_job_id`: its pid); with no record
         (a start that never committed), the pid the runner wrote, which is only believed
         if `is_runner_of` says so."""
@@ -149,7 +159,7 @@ class LocalExecutor:
         pid = _pid(executor_job_id)
         if pid == 0:
             pid = _pid((read_json(run.runner) or {}).get("runner_pid"))
-        runner = _Runner(job_id, run, pid)
+        runner = _Runner(job_id, run, pid, session=session)
         self._runners[job_id] = runner
         return runner.alive()
 
@@ -174,7 +184,7 @@ class LocalExecutor:
         launcher last reported them."""
         return list(self._launcher.pool)
 
-    def process_groups(self) -> dict[int, int]:
+    def job_sessions(self) -> dict[int, int]:
         return {r.pid: r.job_id for r in list(self._runners.values()) if r.pid > 0}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from gpuq.contract.processes import process_group
+from gpuq.contract.processes import process_session
 from service.gpus import maintenance
 from service.gpus.inventory import Inventory
 from service.gpus.nvml import DeviceReading
@@ -67,12 +67,12 @@ def sync(db: Database, inventory: Inventory) -> None:
             session.add(row)
 
 
-def foreign_processes(reading: DeviceReading, job_groups: set[int]) -> list[ForeignProcess]:
-    """Processes on a GPU outside every gpuq job's process group."""
+def foreign_processes(reading: DeviceReading, job_sessions: set[int]) -> list[ForeignProcess]:
+    """Processes on a GPU outside every gpuq job's session."""
     return [
         ForeignProcess(pid=p.pid, memory_mb=p.memory_mb)
         for p in reading.processes
-        if process_group(p.pid) not in job_groups
+        if process_session(p.pid) not in job_sessions
     ]
 
 
@@ -94,10 +94,10 @@ class GpuRegistry:
         gpus = list(session.exec(query).all())
         return gpus, list(session.exec(select(Allocation)).all())
 
-    def foreign_mb(self, job_groups: set[int]) -> dict[int, int]:
+    def foreign_mb(self, job_sessions: set[int]) -> dict[int, int]:
         """Memory held on each GPU by processes outside every gpuq job (live GPUs only)."""
         return {
-            index: sum(p.memory_mb for p in foreign_processes(reading, job_groups))
+            index: sum(p.memory_mb for p in foreign_processes(reading, job_sessions))
             for index, reading in self.readings().items()
         }
 
@@ -113,13 +113,13 @@ class GpuRegistry:
             log.info("GPU %d: released by %s", index, actor)
         return released
 
-    def describe(self, job_groups: Iterable[int]) -> list[GpuPublic]:
+    def describe(self, job_sessions: Iterable[int]) -> list[GpuPublic]:
         """The `GET /v1/gpus` view."""
         with self.db.read() as session:
             gpus, allocations = self.load(session)
             drains = {d.gpu: d for d in maintenance.drains(session)}
         readings = self.readings()
-        groups = set(job_groups)
+        groups = set(job_sessions)
         views = []
         for gpu in gpus:
             mine = [a for a in allocations if a.gpu_index == gpu.index]

@@ -30,6 +30,7 @@ OWN_WORDS = frozenset(
         Reason.cancelled_by_user,
         Reason.dependency_failed,
         Reason.time_limit,
+        Reason.terminal_closed,
     }
 )
 #: What the other reasons' messages say in gpuq's words: they may quote the job itself

@@ -251,6 +251,7 @@ def finish(session: Session, job_id: int, outcome: Outcome, log_tail: list[str])
         reason=outcome.reason,
         message=outcome.message,
         exit_code=outcome.exit_code,
+        exit_signal=outcome.signal,
         log_tail=log_tail,
     )
     free_allocations(session, job_id)
@@ -293,6 +294,7 @@ def requeue(
         reason=None,
         message=None,
         exit_code=None,
+        exit_signal=None,
         stop_reason=None,
         stop_sent_at=None,
         runner_pid=None,

@@ -1,5 +1,5 @@
 """Memory caps that are really enforced, and placement verified: NVML's per-process memory,
-attributed to jobs by process group; each job's peak recorded, `GPUQ_OVER_CAP` applied to
+attributed to jobs by session; each job's peak recorded, `GPUQ_OVER_CAP` applied to
 a job over its cap, and `GPUQ_OFF_GPU` to a job seen on a GPU it was not given (part of
 `enforce`)."""
 
@@ -28,14 +28,14 @@ class CapGuard:
         now = time.monotonic()
         if books.gpus.inventory.probe is None or now - self._last_sample < books.settings.sample_s:
             return
-        groups = books.executor.process_groups()
+        sessions = books.executor.job_sessions()
         # CPU jobs too: a `gpus: 0` job seen on a GPU is off its placement like any other.
-        groups = {pgid: job_id for pgid, job_id in groups.items() if job_id in books.running}
-        if not groups:
+        sessions = {sid: job_id for sid, job_id in sessions.items() if job_id in books.running}
+        if not sessions:
             return
         self._last_sample = now
         readings = books.gpus.readings()
-        usages = usage_by_job(readings.values(), groups)
+        usages = usage_by_job(readings.values(), sessions)
         for job_id, running in books.running.items():
             with apart(job_id, "check its GPU memory"):
                 self._judge(running, readings, [u for u in usages if u.job_id == job_id])

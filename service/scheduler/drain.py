@@ -46,8 +46,8 @@ def drain(books: Books) -> bool:
             return False
         ended = [g.drain_job_id for g in draining]
         query = select(JOB.c.id, JOB.c.runner_pid).where(JOB.c.id.in_(ended))
-        pgids: dict[int | None, int | None] = {
-            job_id: pgid for job_id, pgid in session.connection().execute(query)
+        sessions: dict[int | None, int | None] = {
+            job_id: sid for job_id, sid in session.connection().execute(query)
         }
     readings = books.gpus.readings()
     slack_mb, timeout_s = books.settings.drain_slack_mb, books.settings.drain_timeout_s
@@ -57,7 +57,7 @@ def drain(books: Books) -> bool:
         reading = readings.get(gpu.index)
         if reading is None:
             continue
-        check = check_drained(reading, pgids.get(gpu.drain_job_id), gpu.drain_pids, slack_mb)
+        check = check_drained(reading, sessions.get(gpu.drain_job_id), gpu.drain_pids, slack_mb)
         assert gpu.state_since is not None
         waited = (now - gpu.state_since).total_seconds()
         if check.done:

@@ -51,13 +51,14 @@ def _check(books: Books, running: Running, now: float) -> None:
 
 
 def _gpus_busy(books: Books, running: Running) -> bool:
-    """Whether NVML's last sample (`caps`) says the job is not idle: it holds no memory on
-    its GPUs, or one of them is busy. False on simulated GPUs, where steps alone decide."""
+    """Whether NVML's last sample (`caps`) says the job is not idle: one of its GPUs is
+    busy, or (a batch job, which may be loading its data) it holds no memory on them. False
+    on simulated GPUs, where steps alone decide."""
     if books.gpus.inventory.probe is None:
         return False
     memory = running.memory
     busy = memory.util_pct is not None and memory.util_pct >= books.settings.idle_util_pct
-    return memory.held_mb <= 0 or busy
+    return busy or (memory.held_mb <= 0 and not running.activity.interactive)
 
 
 def _idle_words(running: Running, quiet_s: float) -> str:

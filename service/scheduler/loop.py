@@ -148,7 +148,9 @@ class Scheduler:
             jobs = session.exec(select(Job).where(taken)).all()
         for job in jobs:
             assert job.id is not None
-            alive = books.executor.adopt(job.id, job.attempt, job.executor_job_id)
+            alive = books.executor.adopt(
+                job.id, job.attempt, job.executor_job_id, session=job.spec.get("kind") == "session"
+            )
             books.running[job.id] = Running(
                 job_id=job.id,
                 run=books.executor.run_dir(job.id, job.attempt),
@@ -156,7 +158,10 @@ class Scheduler:
                 memory=MemoryRecord(job.memory_mb, job.gpu_memory_peak_mb or 0),
                 offset=job.events_offset,
                 # Idle again only after a full GPUQ_IDLE_AFTER_S seen by this scheduler.
-                activity=Activity(exempt=job.spec.get("idle_exempt") is not None),
+                activity=Activity(
+                    exempt=job.spec.get("idle_exempt") is not None,
+                    interactive=job.spec.get("kind") == "session",
+                ),
             )
             state = "re-adopted its live runner" if alive else "its runner is gone"
             log.info("job %d: %s after a restart", job.id, state)
@@ -198,9 +203,9 @@ class Scheduler:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""
         return self.placer.preview(spec, owner)
 
-    def job_groups(self) -> set[int]:
-        """The process groups of the jobs running here (to tell foreign GPU processes)."""
-        return set(self.books.executor.process_groups())
+    def job_sessions(self) -> set[int]:
+        """The sessions of the jobs running here (to tell foreign GPU processes)."""
+        return set(self.books.executor.job_sessions())
 
     @property
     def running_jobs(self) -> int:

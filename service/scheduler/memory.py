@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpuq.contract.processes import process_group
+from gpuq.contract.processes import process_session
 from service.gpus.nvml import DeviceReading
 
 
@@ -17,16 +17,16 @@ class Usage:
     pids: tuple[int, ...]
 
 
-def usage_by_job(readings: Iterable[DeviceReading], groups: Mapping[int, int]) -> list[Usage]:
-    """Sums each job's processes per GPU; `groups` maps a runner's process group to its job.
+def usage_by_job(readings: Iterable[DeviceReading], sessions: Mapping[int, int]) -> list[Usage]:
+    """Sums each job's processes per GPU; `sessions` maps a runner's session to its job.
 
-    Every process a job starts stays in its runner's group (the runner leads a session of
-    its own), so a user's script's children count against the job too.
+    Every process a job starts stays in its runner's session (a shell's jobs and a
+    script's own process groups too), so they all count against the job.
     """
     totals: dict[tuple[int, int], tuple[int, list[int]]] = {}
     for reading in readings:
         for process in reading.processes:
-            job_id = groups.get(process_group(process.pid) or -1)
+            job_id = sessions.get(process_session(process.pid) or -1)
             if job_id is None:
                 continue
             memory, pids = totals.get((job_id, reading.index), (0, []))
@@ -53,7 +53,7 @@ class DrainCheck:
 
 
 def check_drained(
-    reading: DeviceReading, pgid: int | None, known_pids: Iterable[int], slack_mb: int
+    reading: DeviceReading, sid: int | None, known_pids: Iterable[int], slack_mb: int
 ) -> DrainCheck:
     """Whether a finished job has let go of a GPU: none of its processes is left on it, and
     no more than `slack_mb` of used memory is unaccounted for by any listed process."""
@@ -61,7 +61,7 @@ def check_drained(
     left = [
         p
         for p in reading.processes
-        if p.pid in known or (pgid is not None and process_group(p.pid) == pgid)
+        if p.pid in known or (sid is not None and process_session(p.pid) == sid)
     ]
     unaccounted = max(0, reading.memory_used_mb - sum(p.memory_mb for p in reading.processes))
     return DrainCheck(

@@ -37,7 +37,7 @@ class Placer:
             books.gpus,
             books.settings,
             cpu_busy=sum(not r.gpus for r in list(books.running.values())),
-            job_groups=set(books.executor.process_groups()),
+            job_sessions=set(books.executor.job_sessions()),
             skip_if_idle=skip_if_idle,
         )
 

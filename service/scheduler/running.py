@@ -30,6 +30,8 @@ class Activity:
     """Whether a running job trains (the idle rule); times on the monotonic clock."""
 
     exempt: bool = False  #: the spec's `idle_exempt`: never idle
+    #: a session: GPUs held with no memory on them are held idle too (a forgotten shell)
+    interactive: bool = False
     since: float = field(default_factory=time.monotonic)  #: started, or taken back
     last_step: float = field(default_factory=time.monotonic)  #: a step or epoch reported
     idle_since: float | None = None  #: declared idle then; None while it trains

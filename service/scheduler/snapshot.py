@@ -52,7 +52,7 @@ def take(
     settings: Settings,
     *,
     cpu_busy: int,
-    job_groups: set[int],
+    job_sessions: set[int],
     skip_if_idle: bool = False,
 ) -> Snapshot | None:
     """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
@@ -74,7 +74,7 @@ def take(
         )
         stored, allocations = gpus.load(session)
         drains = {d.gpu: d for d in maintenance.drains(session)}
-    foreign = gpus.foreign_mb(job_groups)
+    foreign = gpus.foreign_mb(job_sessions)
     slots = [
         GpuSlot(
             g.index,

@@ -151,7 +151,9 @@ class Starts:
             books.executor.run_dir(job.id, attempt),
             indices,
             MemoryRecord(placement.memory_mb),
-            activity=Activity(exempt=spec.idle_exempt is not None),
+            activity=Activity(
+                exempt=spec.idle_exempt is not None, interactive=spec.kind == "session"
+            ),
         )
         waited = (utcnow() - job.created_at).total_seconds() if attempt == 1 else None
         # Known before its launch is recorded: if that write fails, the runner is killed.

@@ -30,6 +30,7 @@ class Job(SQLModel, table=True):
     reason: Reason | None = None
     message: str | None = None
     exit_code: int | None = None
+    exit_signal: int | None = None  #: the signal that ended its program, if one did
     priority: int = 0
     spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     gpu_count: int

@@ -148,13 +148,14 @@ def check_shared(settings: Settings, db: Database) -> None:
 def check_spec(settings: Settings, spec: JobSpec) -> None:
     """Refuses a job that would run someone's own program as root by accident."""
     if (
-        spec.kind == "command"
+        spec.command is not None
         and settings.run_as == "service"
         and accounts.running_as_root()
         and not settings.allow_root_jobs
     ):
         raise Forbidden(
-            "command jobs would run as root here (gpuq runs as root with GPUQ_RUN_AS=service); "
+            "command jobs and sessions would run as root here (gpuq runs as root with "
+            "GPUQ_RUN_AS=service); "
             f"{BIND_HINT}, or on a single-user box set GPUQ_ALLOW_ROOT_JOBS=1"
         )
 

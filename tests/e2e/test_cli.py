@@ -35,6 +35,7 @@ def test_the_cli_walkthrough_and_a_server_killed_mid_training(server, tmp_path):
     assert listing.splitlines()[0].split() == [
         "ID",
         "NAME",
+        "KIND",
         "OWNER",
         "STATUS",
         "GPUS",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pexpect
 import pytest
 
 from tests.conftest import command_spec
@@ -82,3 +83,24 @@ def test_with_users_the_dashboard_asks_for_a_token_and_uses_it(tmp_path, browser
         assert not browser.eval("document.querySelector('#auth').classList.contains('shown')")
     finally:
         server.kill()
+
+
+def test_the_dashboard_shows_a_session_as_one(trained, browser):
+    shell = pexpect.spawn(
+        GPUQ[0],
+        [*GPUQ[1:], "shell", "--gpus", "0", "--env", "PS1", "--", "/bin/sh"],
+        env={**trained.server.env, "PS1": "READY> "},
+        encoding="utf-8",
+        timeout=60,
+    )
+    shell.expect(r"gpuq: job (\d+) ")
+    job_id = int(shell.match.group(1))
+    shell.expect("READY> ")
+    browser.open(trained.server.url)
+    row = f"document.querySelector('#running tr[data-job=\"{job_id}\"]')"
+    browser.wait_until(f"!!{row}", 10)
+    text = browser.eval(f"{row}.textContent")
+    assert "session" in text and "interactive · open since" in text, text
+    shell.sendline("exit")
+    shell.expect(pexpect.EOF)
+    browser.wait_until(f"!!document.querySelector('#ended tr[data-job=\"{job_id}\"]')", 20)

@@ -120,3 +120,22 @@ def test_without_a_kill_time_an_idle_job_is_only_warned_about(idle_settings):
         time.sleep(2 * settings.idle_after_s)  # long enough to be stopped, were it to be
         assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
         client.post(f"/v1/jobs/{job_id}/cancel")
+
+
+def test_a_session_holding_gpus_with_nothing_on_them_is_idle_where_a_batch_job_is_not(
+    idle_settings,
+):
+    with serving(idle_settings, probe=FakeNvml()) as client:
+        quiet = client.post("/v1/jobs", json=sleeper()).json()["id"]
+        forgotten = {
+            "name": "forgotten-shell",
+            "kind": "session",
+            "command": {"argv": ["/bin/sh", "-c", "sleep 120"]},
+            "resources": {"gpus": 1},
+        }
+        session = client.post("/v1/jobs", json=forgotten).json()["id"]
+        ended = wait_for(client, session, lambda j: j["status"] == "failed", 30)
+        assert ended["reason"] == "idle"
+        job = client.get(f"/v1/jobs/{quiet}").json()
+        assert job["status"] == "running" and job["idle_since"] is None, job
+        client.post(f"/v1/jobs/{quiet}/cancel")

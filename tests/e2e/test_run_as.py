@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pexpect
 import pytest
 
 from service.settings import OTHER_VARIABLES, Settings
@@ -341,5 +342,52 @@ def test_other_members_see_a_jobs_state_but_not_its_log_words_env_or_exemption(t
         server.env["GPUQ_TOKEN"] = tokens["bob"]
         shown = server.cli("show", str(job_id))
         assert "s3cr3t" not in shown and "hidden from you (ana's and admins'): message" in shown
+    finally:
+        server.kill()
+
+
+def test_gpuq_run_and_gpuq_shell_on_the_socket_run_as_who_you_are(accounts):
+    home = accounts.scratch / "term"  # short: a socket's path has at most 107 bytes
+    server = Server(home)
+    server.env.update(GPUQ_RUN_AS="owner")
+    server.env.pop("GPUQ_ALLOW_ROOT_JOBS")
+    cli = [sys.executable, "-m", "service.cli.main"]
+    socket_env = {"GPUQ_SOCKET": str(home / "gpuq.sock"), "PS1": "READY> "}  # no token
+    server.start()
+    try:
+        done = as_user(ANA, *cli, "run", "--gpus", "0", "--", "id", "-u", env=socket_env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"{accounts.ana.pw_uid}\n"
+
+        pairs = [f"{k}={v}" for k, v in {"PATH": os.environ["PATH"], **socket_env}.items()]
+        shell = pexpect.spawn(
+            "runuser",
+            [
+                "-u",
+                ANA,
+                "--",
+                "env",
+                "-i",
+                *pairs,
+                *cli,
+                "shell",
+                "--gpus",
+                "0",
+                "--env",
+                "PS1",
+                "--",
+                "/bin/sh",
+            ],
+            cwd="/",
+            encoding="utf-8",
+            timeout=60,
+        )
+        shell.expect("READY> ")
+        shell.sendline("echo uid=$(id -u)")
+        shell.expect(f"uid={accounts.ana.pw_uid}\r\n")
+        shell.sendline("exit 5")
+        shell.expect(pexpect.EOF)
+        shell.close()
+        assert shell.exitstatus == 5
     finally:
         server.kill()

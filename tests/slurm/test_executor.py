@@ -2,8 +2,10 @@
 real process hands jobs to `sbatch` and follows them with `squeue`; workers train on
 simulated GPUs behind Slurm's fake GPU devices."""
 
+import re
 import signal
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,7 +17,7 @@ import pytest
 
 from tests.accounts import ANA, throwaway_accounts
 from tests.conftest import TINY_KERAS, command_spec
-from tests.e2e.server import Server
+from tests.e2e.server import GPUQ, Server
 from tests.e2e.sse import read_events
 from tests.slurm.conftest import SlurmCluster, wait_for
 
@@ -288,3 +290,28 @@ def test_under_run_as_owner_slurm_runs_the_job_as_its_owner(slurm_cluster):
             assert (run / "exit.json").stat().st_uid == accounts.ana.pw_uid
         finally:
             server.kill()
+
+
+def test_gpuq_run_goes_through_slurm_and_gpuq_shell_names_salloc(server, tmp_path):
+    def gpuq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*GPUQ, *args],
+            env=server.env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    (tmp_path / "hello.py").write_text(
+        "import os; print('on', os.environ['SLURM_JOB_ID']); exit(3)"
+    )
+    done = gpuq("run", "--gpus", "1", "--", "python", "hello.py")
+    assert done.returncode == 3, done.stderr
+    assert re.fullmatch(r"on \d+\n", done.stdout), done.stdout
+    assert "gpuq: job 1 failed (nonzero_exit)" in done.stderr
+
+    refused = gpuq("shell", "--gpus", "1")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "salloc --gpus=N" in refused.stderr

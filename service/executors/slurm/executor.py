@@ -166,7 +166,9 @@ class SlurmExecutor:
             f"{shlex.quote(str(run_dir))}\n"
         )
 
-    def adopt(self, job_id: int, attempt: int, executor_job_id: str | None) -> bool:
+    def adopt(
+        self, job_id: int, attempt: int, executor_job_id: str | None, *, session: bool = True
+    ) -> bool:
         if not executor_job_id:
             return False
         with self._lock:
@@ -271,7 +273,7 @@ class SlurmExecutor:
         except SlurmError as exc:
             log.warning("job %d: %s", job.job_id, exc)
 
-    def process_groups(self) -> dict[int, int]:
+    def job_sessions(self) -> dict[int, int]:
         return {}  # the jobs' processes run on the compute nodes
 
     def nodes(self) -> list[Node]:

@@ -89,3 +89,20 @@ def test_jaxs_out_of_memory_error_in_a_programs_log_is_gpu_oom():
     )
     assert outcome.reason == Reason.gpu_oom
     assert outcome.message == f"ran out of GPU memory ({line}): lower batch_size or raise memory_mb"
+
+
+def test_the_signal_that_ended_a_program_is_kept_and_only_a_real_one():
+    assert judge({"exit_code": None, "signal": 15}).signal == 15
+    assert judge({"exit_code": None, "signal": 9, "oom_killed": True}).signal == 9
+    assert judge({"exit_code": 3, "signal": None}).signal is None
+    for junk in ("15", 0, 999, -1, 1.5):  # exit.json is the job's own file
+        assert judge({"exit_code": None, "signal": junk}).signal is None
+
+
+def test_a_session_whose_terminal_went_away_is_cancelled_for_it():
+    outcome = judge({"exit_code": None, "signal": 1, "terminal_closed": True})
+    assert (outcome.status, outcome.reason) == (JobStatus.cancelled, Reason.terminal_closed)
+    # gpuq's own stop (a time limit) still says what happened
+    assert judge({"terminal_closed": True}, stop=Reason.time_limit, limit=2).reason == (
+        Reason.time_limit
+    )

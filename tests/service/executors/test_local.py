@@ -53,7 +53,7 @@ def test_a_pid_named_in_runner_json_is_never_signalled(executor, victim, recorde
 
     with pytest.raises(subprocess.TimeoutExpired):
         victim.wait(timeout=0.5)
-    assert executor.process_groups() == {}
+    assert executor.job_sessions() == {}
 
 
 def test_a_runner_is_known_by_its_session_and_its_attempts_folder(executor, tmp_path):

@@ -45,7 +45,7 @@ def queue(db, **overrides) -> int:
 
 
 def take(db, gpus, settings):
-    snap = snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set())
+    snap = snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set())
     assert snap is not None
     return snap
 

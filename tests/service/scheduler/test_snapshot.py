@@ -50,7 +50,7 @@ def ran(db, owner: str, hours_ago: float, hours: float, gpus: int = 2) -> None:
 
 
 def take(db, gpus, settings):
-    snap = snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set())
+    snap = snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set())
     assert snap is not None
     return snap
 
@@ -99,9 +99,9 @@ def test_a_failed_dependency_dooms_the_job(db, gpus, settings):
 
 def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, gpus, settings):
     assert (
-        snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True) is None
+        snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), skip_if_idle=True) is None
     )
     assert take(db, gpus, settings).queued == {}
     submit(db, "ana")
-    busy = snapshot.take(db, gpus, settings, cpu_busy=0, job_groups=set(), skip_if_idle=True)
+    busy = snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), skip_if_idle=True)
     assert busy is not None and list(busy.queued) == [1]

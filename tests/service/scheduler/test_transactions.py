@@ -81,7 +81,7 @@ def test_a_start_that_does_not_commit_kills_its_runners(db, scheduler, commits):
     assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.queued] * 2
     assert scheduler.books.running == {}
     assert scheduler.books.disowned == {first, second}
-    runners = scheduler.books.executor.process_groups()  # runner pid → job
+    runners = scheduler.books.executor.job_sessions()  # runner pid → job
     assert sorted(runners.values()) == [first, second]
     until(lambda: all(gone(pid) for pid in runners))
     # Their exits are reported once, and are no one's.

@@ -1,0 +1,191 @@
+"""`gpuq run` in the foreground, as `srun` is: a line on stderr when the job is accepted
+and at each change of its state, the program's output on stdout as it comes, and the
+program's exit code at the end (`exit_code_of`).
+
+Ctrl-C cancels the job and follows it to its end; a second Ctrl-C leaves at once. If the
+terminal goes away, the job goes on: `gpuq logs -f ID` follows it again.
+"""
+
+import contextlib
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from enum import IntEnum
+from typing import Any
+
+from gpuq.contract.states import TERMINAL
+from gpuq.http import ApiError, Client
+from service.cli.jobs import print_lines_as_json
+
+
+class RunExit(IntEnum):
+    """How `gpuq run` and `gpuq shell` exit when gpuq, not the program, ended the job
+    (otherwise: the program's code, or 128 + the signal that killed it)."""
+
+    cancelled = 121  #: cancelled (`gpuq cancel`, an admin, a failed dependency, a closed terminal)
+    stopped = 122  #: ended by gpuq for its memory cap, a GPU it was not given, or the idle rule
+    lost = 123  #: its runner was lost (killed, or the host restarted)
+    time_limit = 124  #: its `--time` ran out (as `timeout` exits)
+    not_started = 127  #: its program could not be started (as a shell's "not found")
+    interrupted = 130  #: you pressed Ctrl-C, and the job was cancelled
+
+
+_BY_REASON = {
+    "time_limit": RunExit.time_limit,
+    "memory_cap_exceeded": RunExit.stopped,
+    "placement_violation": RunExit.stopped,
+    "idle": RunExit.stopped,
+    "worker_lost": RunExit.lost,
+    "launch_error": RunExit.not_started,
+    "invalid_spec": RunExit.not_started,
+}
+
+
+def exit_code_of(job: dict[str, Any]) -> int:
+    """The exit code that tells how `job` ended."""
+    if job["status"] == "succeeded":
+        return 0
+    if job.get("reason") in _BY_REASON:
+        return _BY_REASON[job["reason"]]
+    if job["status"] == "cancelled":
+        return RunExit.cancelled
+    if job.get("exit_signal"):
+        return 128 + job["exit_signal"]
+    return job.get("exit_code") or 1
+
+
+def note(text: str) -> None:
+    """One of gpuq's own lines: on stderr, apart from the program's output (and nowhere
+    once the terminal has gone away)."""
+    with contextlib.suppress(OSError):
+        print(f"gpuq: {text}", file=sys.stderr, flush=True)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def waiting_text(job: dict[str, Any]) -> str:
+    """`3rd in line, waiting for 1 GPU with 8192 MiB free`, or what is known of it."""
+    parts = []
+    if job.get("queue_position"):
+        parts.append(f"{_ordinal(job['queue_position'])} in line")
+    if job.get("wait_reason"):
+        parts.append(job["wait_reason"])
+    return ", ".join(parts)
+
+
+def state_line(job: dict[str, Any]) -> str:
+    """A job's state in one line, with where it runs or why it waits."""
+    head = f"job {job['id']} {job['status']}"
+    if job["status"] == "queued":
+        why = waiting_text(job)
+        return f"{head}: {why}" if why else head
+    if job["status"] in ("starting", "running"):
+        gpus = job.get("assigned_gpus") or []
+        if not gpus:
+            return f"{head} on the CPU"
+        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
+        cap = job.get("spec", {}).get("resources", {}).get("memory_mb")
+        each = "" if cap is None else f" ({cap} MiB{' each' if len(gpus) > 1 else ''})"
+        return f"{head} on {where}{each}"
+    return end_line(job)
+
+
+def end_line(job: dict[str, Any]) -> str:
+    text = f"job {job['id']} {job['status']}"
+    if job.get("reason"):
+        text += f" ({job['reason']})"
+    if job.get("message") and job["status"] != "succeeded":
+        text += f": {job['message']}"
+    return text
+
+
+def first_look(client: Client, job: dict[str, Any]) -> dict[str, Any]:
+    """The job once the scheduler has looked at it (or after a second): where it stands
+    in the queue."""
+    if job["status"] != "queued" or job.get("wait_reason"):
+        return job
+    seen: dict[str, Any] = client.json(
+        "GET", f"/v1/jobs/{job['id']}", params={"wait_s": 1.0, "since": job["revision"]}
+    )
+    return seen
+
+
+def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
+    """Follows a just-accepted job to its end; the exit code `gpuq run` ends with."""
+    job_id = job["id"]
+    job = first_look(client, job)
+    if as_json:
+        print(json.dumps(job), flush=True)
+    note(state_line(job) if job["status"] == "queued" else f"job {job_id} queued")
+    output = threading.Thread(target=_copy_output, args=(client, job_id, as_json), daemon=True)
+    output.start()
+    interrupted = False
+    changes = client.changes(job_id)
+    shown = state_line(job) if job["status"] == "queued" else None
+    while True:
+        try:
+            last = print_changes(changes, shown)
+            break
+        except KeyboardInterrupt:
+            if interrupted:
+                note(f"leaving; job {job_id} is still being stopped (`gpuq show {job_id}`)")
+                return RunExit.interrupted
+            interrupted = True
+            cancel(client, job_id)
+            changes = client.changes(job_id)
+            shown = None
+    output.join(timeout=30)  # the log ends once the job has and its output is read
+    if as_json:
+        print(json.dumps(last), flush=True)
+    note(end_line(last))
+    if interrupted and last["status"] == "cancelled":
+        return RunExit.interrupted
+    return exit_code_of(last)
+
+
+def print_changes(
+    changes: Iterator[dict[str, Any]], shown: str | None, until: frozenset[str] = TERMINAL
+) -> dict[str, Any]:
+    """A line per new state (and per new reason to wait) until a state in `until` (the
+    end, or the end is not shown); that job."""
+    last: dict[str, Any] = {}
+    for job in changes:
+        last = job
+        line = state_line(job)
+        if job["status"] in until or job["status"] in TERMINAL:
+            break
+        if line != shown and not (job["status"] == "queued" and not waiting_text(job)):
+            note(line)
+            shown = line
+    return last
+
+
+def cancel(client: Client, job_id: int) -> None:
+    try:
+        client.json("POST", f"/v1/jobs/{job_id}/cancel")
+    except ApiError as exc:
+        note(f"could not cancel job {job_id}: {exc}")
+        return
+    note(f"cancelling job {job_id} (Ctrl-C again leaves at once; it is stopped all the same)")
+
+
+def _copy_output(client: Client, job_id: int, as_json: bool) -> None:
+    """The job's output to stdout as it comes (JSON lines with `as_json`)."""
+    chunks = client.stream(f"/v1/jobs/{job_id}/logs", follow="true")
+    write: Callable[[Iterator[bytes]], None] = (
+        (lambda c: print_lines_as_json(job_id, c)) if as_json else _write_raw
+    )
+    try:
+        write(chunks)
+    except ApiError as exc:
+        note(f"the output stopped: {exc}")
+
+
+def _write_raw(chunks: Iterator[bytes]) -> None:
+    for chunk in chunks:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()

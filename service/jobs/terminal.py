@@ -1,0 +1,124 @@
+"""A session's terminal: the user's WebSocket (`gpuq shell`) relayed to the session's
+runner, which holds the terminal as the job's owner (`worker.session`).
+
+gpuq connects to the runner's `terminal.sock` in the attempt's folder, a folder the owner
+can write: so it believes the socket only if the kernel says the process listening on it
+is the runner gpuq recorded (`SO_PEERCRED`). A link to another program's socket gets
+nothing but a closed connection.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import struct
+from collections.abc import MutableMapping
+from typing import Any, Protocol
+
+from gpuq.contract import terminal
+from gpuq.contract.rundir import RunDir
+from gpuq.contract.states import JobStatus
+from service.errors import Conflict, Forbidden, Unavailable
+from service.store.tables import Job
+from service.team.users import Caller
+
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+READ_CHUNK = 65536
+
+
+class Peer(Protocol):
+    """The user's side: a WebSocket as Starlette gives it."""
+
+    async def receive(self) -> MutableMapping[str, Any]: ...
+    async def send_bytes(self, data: bytes) -> None: ...
+
+
+def check_attach(job: Job, caller: Caller) -> int:
+    """The runner pid of `job`, a running session `caller` owns; raises otherwise."""
+    if job.owner != caller.name:
+        raise Forbidden(f"job {job.id} is {job.owner}'s session: only its owner attaches to it")
+    if job.spec.get("kind") != "session":
+        raise Conflict(f"job {job.id} is not a session (`gpuq shell` starts one)")
+    if job.status != JobStatus.running or not job.runner_pid:
+        raise Conflict(f"job {job.id} is {job.status}: only a running session has a terminal")
+    return job.runner_pid
+
+
+def connect(run: RunDir, runner_pid: int) -> socket.socket:
+    """A connection to the runner's terminal; `Unavailable` if there is none, or if who
+    listens is not the runner."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        folder = os.open(run.path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            # Through the folder: the whole path may pass a socket's 108 bytes.
+            sock.connect(f"/proc/self/fd/{folder}/{run.terminal.name}")
+        finally:
+            os.close(folder)
+        pid, _, _ = _UCRED.unpack(
+            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        )
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(
+            "the session's terminal cannot be reached: it is attached elsewhere, has ended, "
+            "or runs on another gpuq host"
+        ) from exc
+    if pid != runner_pid:
+        sock.close()
+        raise Unavailable("the session's terminal is not its runner's; not attaching")
+    return sock
+
+
+async def relay(peer: Peer, sock: socket.socket) -> None:
+    """Relays until either side ends: the user's keys and window size to the runner, the
+    terminal's output to the user."""
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    tasks = [
+        asyncio.create_task(_upstream(peer, writer)),
+        asyncio.create_task(_downstream(reader, peer)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def _upstream(peer: Peer, writer: asyncio.StreamWriter) -> None:
+    """Binary messages are keys; text messages `{"rows": R, "cols": C}` the window."""
+    while True:
+        message = await peer.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        if message.get("bytes"):
+            writer.write(terminal.frame(terminal.DATA, message["bytes"]))
+        elif message.get("text"):
+            window = _window(message["text"])
+            if window is not None:
+                writer.write(terminal.size_frame(*window))
+        await writer.drain()
+
+
+def _window(text: str) -> tuple[int, int] | None:
+    """Rows and columns from a window message; None for anything else."""
+    try:
+        data = json.loads(text)
+        rows, cols = int(data["rows"]), int(data["cols"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return rows, cols
+
+
+async def _downstream(reader: asyncio.StreamReader, peer: Peer) -> None:
+    frames = terminal.FrameReader()
+    while data := await reader.read(READ_CHUNK):
+        for kind, payload in frames.feed(data):
+            if kind == terminal.DATA:
+                await peer.send_bytes(payload)

@@ -1,0 +1,69 @@
+"""gpuq believes a session's `terminal.sock`, in a folder its owner can write, only when
+the kernel says its runner listens there."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuq.contract.rundir import RunDir
+from service.errors import Unavailable
+from service.jobs.terminal import connect
+
+
+def listen(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(1)
+    return sock
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    # Deep enough that the socket's whole path passes the kernel's 108 bytes.
+    run = RunDir(tmp_path / ("x" * 60) / ("y" * 60) / "runs" / "7" / "1")
+    run.path.mkdir(parents=True)
+    return run
+
+
+def test_the_runners_own_socket_is_reached_even_past_108_bytes(run: RunDir):
+    assert len(str(run.terminal)) > 108
+    cwd = os.getcwd()
+    os.chdir(run.path)  # bound by name, as the runner binds it
+    try:
+        listener = listen(Path(run.terminal.name))
+    finally:
+        os.chdir(cwd)
+    with listener, connect(run, os.getpid()) as sock:
+        assert sock.fileno() >= 0
+
+
+def test_a_socket_of_another_process_is_refused(run: RunDir, tmp_path: Path):
+    # What a hostile owner could leave there: a link to some other program's socket.
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time; s = socket.socket(socket.AF_UNIX); "
+            f"s.bind({str(tmp_path / 'other.sock')!r}); s.listen(1); print(flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert other.stdout is not None
+        other.stdout.readline()
+        run.terminal.symlink_to(tmp_path / "other.sock")
+        with pytest.raises(Unavailable, match="not its runner's"):
+            connect(run, runner_pid=os.getpid())
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_no_socket_is_unavailable_not_an_error(run: RunDir):
+    with pytest.raises(Unavailable, match="cannot be reached"):
+        connect(run, os.getpid())
