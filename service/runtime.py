@@ -261,4 +261,5 @@ def open_executor(settings: Settings) -> Executor:
                 "install Slurm's client and set SLURM_CONF if needed"
             )
         return SlurmExecutor(settings)
-    return LocalExecutor(settings.runs_dir, settings.warm_workers)
+    socket = settings.socket_path.absolute() if settings.socket_path else None
+    return LocalExecutor(settings.runs_dir, settings.warm_workers, socket=socket)

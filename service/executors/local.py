@@ -90,8 +90,11 @@ def is_runner_of(pid: int, run: RunDir) -> bool:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, runs_dir: Path, warm_workers: int = 0) -> None:
+    def __init__(self, runs_dir: Path, warm_workers: int = 0, socket: Path | None = None) -> None:
         self.runs_dir = runs_dir
+        #: gpuq's local socket, named to every job (`GPUQ_SOCKET`): `gpuq` inside a job or
+        #: a session reaches this gpuq, as the job's owner
+        self.socket = socket
         self._on_exit: Callable[[], None] = lambda: None
         # Started by `open`, or by the first spawn where nobody opened the executor.
         self._launcher = Launcher(lambda: self._on_exit(), warm_workers)
@@ -110,6 +113,8 @@ class LocalExecutor:
     def start(self, launch: Launch) -> Started:
         try:
             run, env = prepare_run(self.runs_dir, launch)
+            if self.socket is not None:
+                env["GPUQ_SOCKET"] = str(self.socket)
             warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
             runner = self._spawn(launch.job_id, run, env, launch.run_as, warm)
         except OSError as exc:

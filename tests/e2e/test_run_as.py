@@ -385,6 +385,11 @@ def test_gpuq_run_and_gpuq_shell_on_the_socket_run_as_who_you_are(accounts):
         shell.expect("READY> ")
         shell.sendline("echo uid=$(id -u)")
         shell.expect(f"uid={accounts.ana.pw_uid}\r\n")
+        shell.expect("READY> ")
+        shell.sendline(f"{sys.executable} -m service.cli.main show $GPUQ_JOB_ID")  # gpuq in it
+        shell.expect(f"session \\d+ \\(sh\\) by {ANA}: running\r\n")
+        shell.expect("  interactive: open since")
+        shell.expect("READY> ")
         shell.sendline("exit 5")
         shell.expect(pexpect.EOF)
         shell.close()

@@ -27,7 +27,7 @@ PROMPT = "READY> "
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = Server(tmp_path_factory.mktemp("terminal") / "gpuq")
-    srv.env["GPUQ_SOCKET"] = "-"  # over TCP, with tokens
+    srv.env["GPUQ_SOCKET"] = "-"  # members come over TCP, with tokens
     srv.env["GPUQ_CANCEL_GRACE_S"] = "5"
     srv.env["GPUQ_DATA_DIRS"] = "/"  # members may name any program and folder here
     srv.start()
