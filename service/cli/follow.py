@@ -8,6 +8,7 @@ terminal goes away, the job goes on: `gpuq logs -f ID` follows it again.
 
 import contextlib
 import json
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -103,27 +104,30 @@ def end_line(job: dict[str, Any]) -> str:
     return text
 
 
-def first_look(client: Client, job: dict[str, Any]) -> dict[str, Any]:
-    """The job once the scheduler has looked at it (or after a second): where it stands
-    in the queue."""
-    if job["status"] != "queued" or job.get("wait_reason"):
-        return job
-    seen: dict[str, Any] = client.json(
-        "GET", f"/v1/jobs/{job['id']}", params={"wait_s": 1.0, "since": job["revision"]}
-    )
-    return seen
+def accepted(client: Client, job: dict[str, Any]) -> dict[str, Any]:
+    """Says the job was accepted and, once the scheduler has looked at it (or after a
+    second), where it stands in the queue; the job as then seen."""
+    if job["status"] == "queued" and not job.get("wait_reason"):
+        job = client.json(
+            "GET", f"/v1/jobs/{job['id']}", params={"wait_s": 1.0, "since": job["revision"]}
+        )
+    note(state_line(job) if job["status"] == "queued" else f"job {job['id']} queued")
+    return job
 
 
 def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
     """Follows a just-accepted job to its end; the exit code `gpuq run` ends with."""
     job_id = job["id"]
-    job = first_look(client, job)
+    interrupted = False
+    try:
+        job = accepted(client, job)
+    except KeyboardInterrupt:
+        interrupted = True
+        _stop(client, job_id)
     if as_json:
         print(json.dumps(job), flush=True)
-    note(state_line(job) if job["status"] == "queued" else f"job {job_id} queued")
     output = threading.Thread(target=_copy_output, args=(client, job_id, as_json), daemon=True)
     output.start()
-    interrupted = False
     changes = client.changes(job_id)
     shown = state_line(job) if job["status"] == "queued" else None
     while True:
@@ -131,11 +135,8 @@ def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
             last = print_changes(changes, shown)
             break
         except KeyboardInterrupt:
-            if interrupted:
-                note(f"leaving; job {job_id} is still being stopped (`gpuq show {job_id}`)")
-                return RunExit.interrupted
             interrupted = True
-            cancel(client, job_id)
+            _stop(client, job_id)
             changes = client.changes(job_id)
             shown = None
     output.join(timeout=30)  # the log ends once the job has and its output is read
@@ -162,6 +163,18 @@ def print_changes(
             note(line)
             shown = line
     return last
+
+
+def _stop(client: Client, job_id: int) -> None:
+    """The first Ctrl-C: cancels the job. From then on a Ctrl-C leaves at once, wherever
+    it comes."""
+
+    def leave(*_: object) -> None:
+        note(f"leaving; job {job_id} is still being stopped (`gpuq show {job_id}`)")
+        raise SystemExit(RunExit.interrupted)
+
+    signal.signal(signal.SIGINT, leave)
+    cancel(client, job_id)
 
 
 def cancel(client: Client, job_id: int) -> None:

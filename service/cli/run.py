@@ -20,10 +20,10 @@ from service.cli import run_spec, units
 from service.cli.attach import attach
 from service.cli.follow import (
     RunExit,
+    accepted,
     cancel,
     end_line,
     exit_code_of,
-    first_look,
     follow,
     note,
     print_changes,
@@ -215,8 +215,7 @@ def _shell(api: Client, job: dict[str, object]) -> int:
     # A terminal that goes away while the session waits takes the session with it.
     signal.signal(signal.SIGHUP, _interrupt)
     try:
-        seen = first_look(api, dict(job))
-        note(state_line(seen) if seen["status"] == "queued" else f"job {job_id} queued")
+        seen = accepted(api, dict(job))
         started = print_changes(api.changes(job_id), state_line(seen), until=frozenset({"running"}))
     except KeyboardInterrupt:
         cancel(api, job_id)
