@@ -8,16 +8,19 @@ terminal goes away, the job goes on: `gpuq logs -f ID` follows it again.
 
 import contextlib
 import json
+import queue
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuq.contract.states import TERMINAL
 from gpuq.http import ApiError, Client
 from service.cli.jobs import print_lines_as_json
+
+T = TypeVar("T")
 
 
 class RunExit(IntEnum):
@@ -118,34 +121,88 @@ def accepted(client: Client, job: dict[str, Any]) -> dict[str, Any]:
 def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
     """Follows a just-accepted job to its end; the exit code `gpuq run` ends with."""
     job_id = job["id"]
-    interrupted = False
-    try:
-        job = accepted(client, job)
-    except KeyboardInterrupt:
-        interrupted = True
-        _stop(client, job_id)
-    if as_json:
-        print(json.dumps(job), flush=True)
     output = threading.Thread(target=_copy_output, args=(client, job_id, as_json), daemon=True)
-    output.start()
-    changes = client.changes(job_id)
-    shown = state_line(job) if job["status"] == "queued" else None
-    while True:
-        try:
-            last = print_changes(changes, shown)
-            break
-        except KeyboardInterrupt:
-            interrupted = True
-            _stop(client, job_id)
-            changes = client.changes(job_id)
-            shown = None
-    output.join(timeout=30)  # the log ends once the job has and its output is read
+
+    def to_the_end() -> dict[str, Any]:
+        seen = accepted(client, job)
+        if as_json:
+            print(json.dumps(seen), flush=True)
+        output.start()
+        shown = state_line(seen) if seen["status"] == "queued" else None
+        return print_changes(client.changes(job_id), shown)
+
+    def leave() -> None:
+        note(f"leaving; job {job_id} is still being stopped (`gpuq show {job_id}`)")
+
+    try:
+        last, pressed = interruptible(
+            to_the_end, (signal.SIGINT,), first=lambda: cancel(client, job_id), second=leave
+        )
+    except Interrupted:
+        return RunExit.interrupted
+    if output.is_alive():
+        output.join(timeout=30)  # the log ends once the job has and its output is read
     if as_json:
         print(json.dumps(last), flush=True)
     note(end_line(last))
-    if interrupted and last["status"] == "cancelled":
+    if pressed and last["status"] == "cancelled":
         return RunExit.interrupted
     return exit_code_of(last)
+
+
+class Interrupted(Exception):
+    """The user left before the work was done."""
+
+
+def interruptible(
+    work: Callable[[], T],
+    signals: tuple[signal.Signals, ...],
+    *,
+    first: Callable[[], None],
+    second: Callable[[], None] | None = None,
+) -> tuple[T, bool]:
+    """Runs `work` in a thread of its own while this one answers `signals`: the first
+    calls `first`; the next (the first itself, without `second`) calls `second` and
+    raises `Interrupted`. Returns what `work` returned and whether a signal came.
+
+    No exception is ever raised inside `work`'s requests: a Ctrl-C that interrupted one
+    half-way could leave the connection pool locked, and the cancel after it would hang.
+    """
+    done = threading.Event()
+    result: dict[str, T] = {}
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    came: queue.SimpleQueue[int] = queue.SimpleQueue()
+    previous = {sig: signal.signal(sig, lambda number, _: came.put(number)) for sig in signals}
+    presses = 0
+    try:
+        threading.Thread(target=run, daemon=True).start()
+        while not done.is_set():
+            try:
+                came.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            presses += 1
+            if presses == 1:
+                first()
+            if presses > 1 or second is None:
+                if second is not None:
+                    second()
+                raise Interrupted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failure:
+        raise failure[0]
+    return result["value"], presses > 0
 
 
 def print_changes(
@@ -163,18 +220,6 @@ def print_changes(
             note(line)
             shown = line
     return last
-
-
-def _stop(client: Client, job_id: int) -> None:
-    """The first Ctrl-C: cancels the job. From then on a Ctrl-C leaves at once, wherever
-    it comes."""
-
-    def leave(*_: object) -> None:
-        note(f"leaving; job {job_id} is still being stopped (`gpuq show {job_id}`)")
-        raise SystemExit(RunExit.interrupted)
-
-    signal.signal(signal.SIGINT, leave)
-    cancel(client, job_id)
 
 
 def cancel(client: Client, job_id: int) -> None:

@@ -11,7 +11,7 @@ import pwd
 import signal
 import sys
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -19,12 +19,14 @@ from gpuq.http import Client
 from service.cli import run_spec, units
 from service.cli.attach import attach
 from service.cli.follow import (
+    Interrupted,
     RunExit,
     accepted,
     cancel,
     end_line,
     exit_code_of,
     follow,
+    interruptible,
     note,
     print_changes,
     state_line,
@@ -205,22 +207,21 @@ def _login_shell() -> str:
     return os.environ.get("SHELL") or account_shell or "/bin/sh"
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
+def _shell(api: Client, job: dict[str, Any]) -> int:
+    """Waits for the session to start, attaches this terminal, and says how it ended.
+    Ctrl-C, or the terminal going away, while it waits cancels it."""
+    job_id = job["id"]
 
+    def until_running() -> dict[str, Any]:
+        seen = accepted(api, job)
+        return print_changes(api.changes(job_id), state_line(seen), until=frozenset({"running"}))
 
-def _shell(api: Client, job: dict[str, object]) -> int:
-    """Waits for the session to start, attaches this terminal, and says how it ended."""
-    job_id = int(str(job["id"]))
-    # A terminal that goes away while the session waits takes the session with it.
-    signal.signal(signal.SIGHUP, _interrupt)
     try:
-        seen = accepted(api, dict(job))
-        started = print_changes(api.changes(job_id), state_line(seen), until=frozenset({"running"}))
-    except KeyboardInterrupt:
-        cancel(api, job_id)
+        started, _ = interruptible(
+            until_running, (signal.SIGINT, signal.SIGHUP), first=lambda: cancel(api, job_id)
+        )
+    except Interrupted:
         return RunExit.interrupted
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # attached: the relay closing ends it
     if started["status"] == "running":
         note(f"{state_line(started)}: your session; leave the shell to end it")
         sys.stdout.flush()
