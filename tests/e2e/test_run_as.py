@@ -177,8 +177,10 @@ def test_a_job_gets_an_environment_gpuq_chose_not_roots(team, accounts, monkeypa
         ANA,
     )
     assert root_bin not in seen["PATH"].split(":") and "/usr/bin" in seen["PATH"].split(":")
-    given = OTHER_VARIABLES - {"GPUQ_URL", "GPUQ_TOKEN"}  # what gpuq gives every job
+    # What gpuq gives every job, and on a box where to find it (`gpuq` inside the job)
+    given = OTHER_VARIABLES - {"GPUQ_URL", "GPUQ_TOKEN"} | {"GPUQ_SOCKET"}
     assert {n for n in seen if n.startswith("GPUQ_")} <= given
+    assert seen["GPUQ_SOCKET"] == str(team["settings"].socket_path.absolute())
 
 
 def test_owners_without_an_account_are_refused_with_how_to_bind_them(team):
