@@ -40,7 +40,9 @@ while time.time() < end:
         pass
     swap(board, link)
 """
-TRIES = 12
+#: copies wanted while the swaps race, and the most tries for them (a loaded machine's
+#: scheduler may let the swapper win many in a row)
+COPIES, TRIES = 12, 120
 SHARDS = 300
 
 
@@ -96,15 +98,17 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
     attempt = first.path.parent / "2"
     argv = [sys.executable, "-c", SWAPPER, str(first.checkpoints), str(secrets), str(attempt)]
     swapper = subprocess.Popen(["runuser", "-u", ANA, "--", *argv, str(victims), "120"], cwd="/")
-    leaked, refused = [], 0
+    leaked, copies = [], 0
     try:
         for _ in range(TRIES):
             try:
                 run, _ = prepare_run(runs, launch(2, account, resume_from=1))
             except OSError:
-                refused += 1  # the copy met a link mid-way: a failed start, nothing leaked
-                continue
+                continue  # the copy met a link mid-way: a failed start, nothing leaked
             leaked += copied_files(run.checkpoints, "secret.txt")
+            copies += 1
+            if copies == COPIES:
+                break
     finally:
         subprocess.run(["pkill", "-KILL", "-u", ANA], check=False)  # runuser's session and all
         swapper.wait()
@@ -113,7 +117,7 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
     for path in (victims, victim):
         info = path.stat()
         assert (info.st_uid, stat.S_IMODE(info.st_mode) & 0o044) == (0, 0o044), path
-    assert refused < TRIES  # the swaps left the copy room to work
+    assert copies > 0  # some copies ran while the swaps raced them
     # With nobody racing, the checkpoints arrive, the owner's, and links stay links.
     run, _ = prepare_run(runs, launch(2, account, resume_from=1))
     assert copied_files(run.checkpoints, "ckpt.weights") == [""]
