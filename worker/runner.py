@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     if plan.get("terminal"):
         from worker import session  # only sessions need the terminal's modules
 
-        return session.main(run, plan, lambda child: record_start(run, child, began))
+        return session.main(run, plan, began)
     args = plan["argv"]
     # Under Slurm the runner is the batch step, and `scancel --batch` or the time limit's
     # warning (`--signal=B:TERM@...`) reaches it alone: training gets its own process group
@@ -135,18 +135,22 @@ def supervise(
         except subprocess.TimeoutExpired:
             continue
     kills_after = oom_kills()
-    write_json_atomic(
-        run.exit,
-        {
-            "exit_code": code if code >= 0 else None,
-            "signal": -code if code < 0 else None,
-            # The kernel's OOM killer struck while this job ran, and the job died by SIGKILL.
-            "oom_killed": code == -signal.SIGKILL
-            and None not in (kills_before, kills_after)
-            and kills_after > kills_before,  # type: ignore[operator]
-            "finished_at": time.time(),
-        },
+    return end_with(
+        run,
+        code,
+        # The kernel's OOM killer struck while this job ran, and the job died by SIGKILL.
+        oom_killed=code == -signal.SIGKILL
+        and None not in (kills_before, kills_after)
+        and kills_after > kills_before,  # type: ignore[operator]
     )
+
+
+def end_with(run: RunDir, code: int, **said: Any) -> int:
+    """Writes `exit.json` for a program that ended with `code` (`Popen`'s: minus the
+    signal that killed it), with what else is `said` of its end; the runner's own exit
+    code (128 + a signal, as a shell says)."""
+    record = {"exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None}
+    write_json_atomic(run.exit, {**record, **said, "finished_at": time.time()})
     return code if code >= 0 else 128 - code
 
 

@@ -27,13 +27,13 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Callable
 from typing import Any
 
 from gpuq.contract import terminal
 from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.processes import session_and_descendants
-from gpuq.contract.rundir import RunDir, write_json_atomic
+from gpuq.contract.rundir import RunDir
+from worker.runner import end_with, record_start
 
 #: how long a started session waits for its terminal to attach
 ATTACH_WITHIN_S = 60.0
@@ -93,8 +93,9 @@ class Session:
         self.exit_status: int | None = None
         self.stopped = False
 
-    def serve(self) -> dict[str, Any]:
-        """Relays until the session ends; what `exit.json` records about the end."""
+    def serve(self) -> bool:
+        """Relays until the session ends, then hangs it up; whether its terminal went away
+        (closed, or never attached) while the program still ran."""
         selector = selectors.DefaultSelector()
         wakeup_r, wakeup_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wakeup_w)
@@ -214,25 +215,25 @@ class Session:
         me = os.getpid()
         for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGCONT):
             _send(session_and_descendants(me), sig)
+        self._reap_until_gone()
+        _send(session_and_descendants(me), signal.SIGKILL)
+        self._reap_until_gone()  # what SIGKILL cannot end at once is given as long
+        self._reap()
+
+    def _reap_until_gone(self) -> None:
+        """Reaps until nothing of the session is left, for `HANGUP_GRACE_S` at most."""
         deadline = time.monotonic() + HANGUP_GRACE_S
-        while session_and_descendants(me) and time.monotonic() < deadline:
+        while session_and_descendants(os.getpid()) and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.02)
-        _send(session_and_descendants(me), signal.SIGKILL)
-        deadline = time.monotonic() + HANGUP_GRACE_S  # what SIGKILL cannot end at once
-        while session_and_descendants(me) and time.monotonic() < deadline:
-            self._reap()
-            time.sleep(0.01)
-        self._reap()
 
     def _reap(self) -> None:
         if self.exit_status is None:
             self.exit_status = self.child.poll()
         self._reap_orphans()
 
-    def _end(self, terminal_closed: bool) -> dict[str, Any]:
-        """Hangs up the session, everything in it and everything it started; how the
-        program ended."""
+    def _end(self, terminal_closed: bool) -> bool:
+        """Hangs up the session, everything in it and everything it started."""
         self._hang_up()
         for closing in (self.client, self.listener):
             if closing is not None:
@@ -242,14 +243,7 @@ class Session:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.run.terminal.name)
         self.log.close()
-        code = self.exit_status
-        assert code is not None
-        return {
-            "exit_code": code if code >= 0 else None,
-            "signal": -code if code < 0 else None,
-            "terminal_closed": terminal_closed,
-            "finished_at": time.time(),
-        }
+        return terminal_closed
 
 
 def _send(pids: list[int], sig: signal.Signals) -> None:
@@ -264,14 +258,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def main(
-    run: RunDir, plan: dict[str, Any], record_start: Callable[["subprocess.Popen[bytes]"], None]
-) -> int:
+def main(run: RunDir, plan: dict[str, Any], began: float) -> int:
     """Runs the session of `run` as `plan` says; the runner's exit code."""
     session = Session(run, plan)
-    record_start(session.child)
+    record_start(run, session.child, began)
     EventWriter(run.events).emit(Event.running, pid=session.child.pid)
-    exit_record = session.serve()
-    write_json_atomic(run.exit, exit_record)
-    code = session.exit_status or 0
-    return code if code >= 0 else 128 - code
+    terminal_closed = session.serve()
+    assert session.exit_status is not None
+    return end_with(run, session.exit_status, terminal_closed=terminal_closed)

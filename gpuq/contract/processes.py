@@ -2,6 +2,8 @@
 descendants."""
 
 import os
+import socket
+import struct
 from collections.abc import Sequence
 
 #: The modules the service starts worker code by (`python -P -m MODULE ...`): the launcher,
@@ -9,6 +11,7 @@ from collections.abc import Sequence
 #: processes by them.
 LAUNCHER_MODULE = "worker.launcher"
 RUNNER_MODULE = "worker.runner"
+_UCRED = struct.Struct("3i")  # the kernel's `struct ucred`: pid, uid, gid
 
 
 def started_module(argv: Sequence[str]) -> str | None:
@@ -25,14 +28,33 @@ def started_module(argv: Sequence[str]) -> str | None:
     return None
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (from /proc), or None if gone."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the process's name (state, ppid, pgrp, session,
+    ...), or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             # comm (field 2) may contain spaces; fields after the closing paren are fixed
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (from /proc), or None if gone."""
+    fields = _stat(pid)
+    try:
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """The pid, uid and gid of the process at the other end of a Unix socket, as the
+    kernel recorded them when it connected (or, for a listening socket, when it listened)."""
+    pid, uid, gid = _UCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    )
+    return pid, uid, gid
 
 
 def process_session(pid: int) -> int | None:
@@ -60,13 +82,9 @@ def _parents_and_sessions() -> dict[int, tuple[int, int]]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        # after the name: state, ppid, pgrp, session, ...
-        table[int(name)] = (int(fields[1]), int(fields[3]))
+        fields = _stat(name)
+        if fields is not None:
+            table[int(name)] = (int(fields[1]), int(fields[3]))
     return table
 
 

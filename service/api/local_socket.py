@@ -13,26 +13,23 @@ import asyncio
 import contextlib
 import os
 import socket
-import struct
 from pathlib import Path
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from gpuq.contract.processes import peer_credentials
+
 PEER_UID = "gpuq.peer_uid"
 #: anyone on the box may connect; who they are is the kernel's word, checked per request
 SOCKET_MODE = 0o666
-_UCRED = struct.Struct("3i")  # pid, uid, gid
 
 
 def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a Unix socket, as the kernel recorded it
     when it connected."""
-    _pid, uid, _gid = _UCRED.unpack(
-        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-    )
-    return uid
+    return peer_credentials(sock)[1]
 
 
 def _with_peer(app: Any, uid: int) -> Any:

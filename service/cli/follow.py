@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from gpuq.contract.states import TERMINAL
 from gpuq.http import ApiError, Client
-from service.cli.jobs import print_lines_as_json
+from service.cli.jobs import gpus_text, print_output
 
 T = TypeVar("T")
 
@@ -91,10 +91,9 @@ def state_line(job: dict[str, Any]) -> str:
         gpus = job.get("assigned_gpus") or []
         if not gpus:
             return f"{head} on the CPU"
-        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
         cap = job.get("spec", {}).get("resources", {}).get("memory_mb")
         each = "" if cap is None else f" ({cap} MiB{' each' if len(gpus) > 1 else ''})"
-        return f"{head} on {where}{each}"
+        return f"{head} on {gpus_text(gpus)}{each}"
     return end_line(job)
 
 
@@ -233,17 +232,9 @@ def cancel(client: Client, job_id: int) -> None:
 
 def _copy_output(client: Client, job_id: int, as_json: bool) -> None:
     """The job's output to stdout as it comes (JSON lines with `as_json`)."""
-    chunks = client.stream(f"/v1/jobs/{job_id}/logs", follow="true")
-    write: Callable[[Iterator[bytes]], None] = (
-        (lambda c: print_lines_as_json(job_id, c)) if as_json else _write_raw
-    )
     try:
-        write(chunks)
+        print_output(
+            job_id, client.stream(f"/v1/jobs/{job_id}/logs", follow="true"), as_json=as_json
+        )
     except ApiError as exc:
         note(f"the output stopped: {exc}")
-
-
-def _write_raw(chunks: Iterator[bytes]) -> None:
-    for chunk in chunks:
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.flush()

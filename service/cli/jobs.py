@@ -56,9 +56,8 @@ def preview_text(preview: dict[str, Any]) -> str:
     """A dry run's answer: the GPUs a job would start on now, or why it would wait."""
     if preview["would_start"]:
         gpus = preview["assigned_gpus"]
-        where = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
         cap = f", {preview['memory_mb']} MiB each" if preview.get("memory_mb") else ""
-        return f"would start now on {where}{cap}" if gpus else "would start now (no GPU)"
+        return f"would start now on {gpus_text(gpus)}{cap}" if gpus else "would start now (no GPU)"
     ahead = preview.get("jobs_ahead") or 0
     behind = f" ({ahead} queued job{'' if ahead == 1 else 's'} ahead)" if ahead else ""
     return f"would wait: {preview.get('wait_reason') or 'waiting'}{behind}"
@@ -122,6 +121,16 @@ def logs(
         chunks = api.stream(path, follow="true", **params)
     else:
         chunks = iter([api.request("GET", path, params=params).content])
+    print_output(job_id, chunks, as_json=as_json)
+
+
+def gpus_text(gpus: list[int]) -> str:
+    """`GPU 0`, `GPUs 0,2`."""
+    return f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {','.join(map(str, gpus))}"
+
+
+def print_output(job_id: int, chunks: Iterator[bytes], *, as_json: bool) -> None:
+    """A job's log to stdout as it comes: as it is, or (`as_json`) a JSON object a line."""
     if as_json:
         print_lines_as_json(job_id, chunks)
         return

@@ -11,6 +11,7 @@ import pwd
 import signal
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -110,8 +111,12 @@ def run_or_shell(
         int | None, typer.Option(help="Run it again up to N times after a failure.")
     ] = None,
     not_before: Annotated[
-        str | None,
-        typer.Option(metavar="TIME", help="Not before 18:00 (the next one) or an ISO time."),
+        datetime | None,
+        typer.Option(
+            parser=_read(units.moment),
+            metavar="TIME",
+            help="Not before 18:00 (the next one) or an ISO time.",
+        ),
     ] = None,
     idle_exempt: Annotated[
         str | None,
@@ -151,10 +156,6 @@ def run_or_shell(
             "name a program: gpuq run -- python train.py", param_hint="PROGRAM"
         )
     try:
-        moment = units.moment(not_before) if not_before else None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="'--not-before'") from None
-    try:
         gpu_list = _gpu_ids(gpu_ids) if gpu_ids else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="'--gpu-ids'") from None
@@ -167,7 +168,7 @@ def run_or_shell(
         priority=priority,
         after=after or [],
         retries=retries,
-        not_before=moment,
+        not_before=not_before,
         idle_exempt=idle_exempt,
         env=env or [],
     )

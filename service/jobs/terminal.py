@@ -12,18 +12,17 @@ import contextlib
 import json
 import os
 import socket
-import struct
 from collections.abc import MutableMapping
 from typing import Any, Protocol
 
 from gpuq.contract import terminal
+from gpuq.contract.processes import peer_credentials
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.states import JobStatus
 from service.errors import Conflict, Forbidden, Unavailable
 from service.store.tables import Job
 from service.team.users import Caller
 
-_UCRED = struct.Struct("3i")  # pid, uid, gid
 READ_CHUNK = 65536
 
 
@@ -56,9 +55,7 @@ def connect(run: RunDir, runner_pid: int) -> socket.socket:
             sock.connect(f"/proc/self/fd/{folder}/{run.terminal.name}")
         finally:
             os.close(folder)
-        pid, _, _ = _UCRED.unpack(
-            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        )
+        pid, _, _ = peer_credentials(sock)
     except OSError as exc:
         sock.close()
         raise Unavailable(

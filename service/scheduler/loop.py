@@ -148,8 +148,9 @@ class Scheduler:
             jobs = session.exec(select(Job).where(taken)).all()
         for job in jobs:
             assert job.id is not None
+            interactive = job.spec.get("kind") == "session"
             alive = books.executor.adopt(
-                job.id, job.attempt, job.executor_job_id, session=job.spec.get("kind") == "session"
+                job.id, job.attempt, job.executor_job_id, session=interactive
             )
             books.running[job.id] = Running(
                 job_id=job.id,
@@ -159,8 +160,7 @@ class Scheduler:
                 offset=job.events_offset,
                 # Idle again only after a full GPUQ_IDLE_AFTER_S seen by this scheduler.
                 activity=Activity(
-                    exempt=job.spec.get("idle_exempt") is not None,
-                    interactive=job.spec.get("kind") == "session",
+                    exempt=job.spec.get("idle_exempt") is not None, interactive=interactive
                 ),
             )
             state = "re-adopted its live runner" if alive else "its runner is gone"
