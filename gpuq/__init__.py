@@ -2,10 +2,11 @@
 
 What users import comes from here:
 
-    from gpuq import Gpuq, JobSpec, GpuqProgress, ApiError
+    from gpuq import Gpuq, JobSpec, GpuqProgress, ApiError, report
 
 `Gpuq` is the Python client (`gpuq.client`), `JobSpec` the job spec (`gpuq.contract.spec`),
-`GpuqProgress` the Keras callback that reports progress (`gpuq.progress`). They load on
+`GpuqProgress` the Keras callback that reports progress (`gpuq.progress`), `report` one
+epoch's metrics from any program (`gpuq.reporting`). They load on
 first use, so a job's start (`worker.runner`, which imports `gpuq.contract`) stays cheap.
 The run contract between gpuq's service and worker (`gpuq.contract`) and the caps a job's
 process applies (`gpuq.caps`) live here too; the service (`service`) and the worker
@@ -20,15 +21,17 @@ if TYPE_CHECKING:
     from gpuq.contract.spec import JobSpec
     from gpuq.http import ApiError
     from gpuq.progress import GpuqProgress
+    from gpuq.reporting import report
 
 _EXPORTS = {
     "Gpuq": "gpuq.client",
     "ApiError": "gpuq.http",
     "JobSpec": "gpuq.contract.spec",
     "GpuqProgress": "gpuq.progress",
+    "report": "gpuq.reporting",
 }
 
-__all__ = ["ApiError", "Gpuq", "GpuqProgress", "JobSpec"]
+__all__ = ["ApiError", "Gpuq", "GpuqProgress", "JobSpec", "report"]
 
 
 def __getattr__(name: str) -> Any:

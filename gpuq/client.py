@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import TERMINAL, JobStatus, Reason
+from gpuq.contract.sweep import SweepSpec
 from gpuq.http import ApiError, Client
 
-__all__ = ["ApiError", "Artifact", "Gpuq", "Job", "Preview", "Progress"]
+__all__ = ["ApiError", "Artifact", "Gpuq", "Job", "Preview", "Progress", "Sweep", "SweepMember"]
 
 
 class _Answer(BaseModel):
@@ -186,6 +187,21 @@ class Gpuq:
         self.http.download(f"/v1/jobs/{job_id}/artifacts/{name}", target, **params)
         return target
 
+    def submit_sweep(
+        self, spec: SweepSpec | dict[str, Any], *, idempotency_key: str | None = None
+    ) -> "Sweep":
+        """Queues every member of a sweep (a job spec with a `sweep` section) at once."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._sweep("POST", "/v1/sweeps", json=_spec_json(spec), headers=headers)
+
+    def sweep(self, sweep_id: int) -> "Sweep":
+        """The sweep now, with its leaderboard (`members`, the best first)."""
+        return self._sweep("GET", f"/v1/sweeps/{sweep_id}")
+
+    def cancel_sweep(self, sweep_id: int) -> "Sweep":
+        """Cancels the queued members; the running ones are stopping when this returns."""
+        return self._sweep("POST", f"/v1/sweeps/{sweep_id}/cancel")
+
     def close(self) -> None:
         """Closes the connections."""
         self.http.close()
@@ -198,3 +214,40 @@ class Gpuq:
 
     def _job(self, method: str, path: str, **kwargs: Any) -> Job:
         return Job.model_validate(self.http.json(method, path, **kwargs))
+
+    def _sweep(self, method: str, path: str, **kwargs: Any) -> "Sweep":
+        return Sweep.model_validate(self.http.json(method, path, **kwargs))
+
+
+class SweepMember(_Answer):
+    """A row of a sweep's leaderboard."""
+
+    job_id: int
+    params: dict[str, Any] = Field(default_factory=dict)
+    status: JobStatus
+    reason: Reason | None = None  #: `early_stopped` if the stopping rule stopped it
+    epochs: int = 0
+    best: float | None = None  #: its best value of the sweep's metric
+    last: float | None = None
+    rank: int | None = None  #: 1 for the best; None before it has a value
+
+
+class Sweep(_Answer):
+    """A sweep as the server last reported it (`GET /v1/sweeps/{id}`)."""
+
+    id: int
+    name: str
+    owner: str
+    status: str  #: queued, running, ended or cancelled
+    size: int
+    counts: dict[str, int] = Field(default_factory=dict)  #: members by state
+    metric: str | None = None
+    mode: str = "min"
+    max_parallel: int | None = None
+    warnings: list[str] = Field(default_factory=list)
+    members: list[SweepMember] = Field(default_factory=list)  #: the best first
+
+    @property
+    def done(self) -> bool:
+        """Every member has ended."""
+        return self.status in ("ended", "cancelled")

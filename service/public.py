@@ -9,6 +9,7 @@ from pydantic import Field as PydanticField
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
+from gpuq.contract.sweep import SweepSpec
 from service.gpus.states import GpuState
 from service.store.tables import Job
 
@@ -69,6 +70,7 @@ class JobEvent(BaseModel):
     started_at: datetime | None = _d("Launched: the state became `starting` (UTC).")
     running_at: datetime | None = _d("The first training step was reported (UTC).")
     finished_at: datetime | None = _d("Reached its final state (UTC).")
+    sweep_id: int | None = _d("The sweep this job is a member of; null for a job of its own.")
     revision: int = _d(
         "Grows whenever this job changes; pass it as `since` with `wait_s` to wait for the "
         "next change."
@@ -154,6 +156,9 @@ class JobPublic(JobEvent):
     )
     depends_on: list[int] = _d("Jobs that must succeed before this one starts.")
     created_at: datetime = _d("Submitted (UTC).")
+    params: dict[str, Any] | None = _d(
+        "A sweep member's parameters (its environment has each as `GPUQ_PARAM_<NAME>`)."
+    )
 
 
 class Preview(BaseModel):
@@ -298,3 +303,70 @@ class WebhookDeliveryPublic(BaseModel):
 class WebhookDeliveryList(BaseModel):
     job_id: int = _d("The job.")
     deliveries: list[WebhookDeliveryPublic] = _d("The newest (at most 200), newest first.")
+
+
+class SweepMember(BaseModel):
+    job_id: int = _d("The member's job id: its logs, metrics and artifacts are a job's.")
+    name: str = _d("The job's name: the sweep's, numbered.")
+    params: dict[str, Any] = _d("The values this member was given.")
+    status: JobStatus = _d("The job's state.")
+    reason: Reason | None = _d("Why it ended: `early_stopped` if the stopping rule stopped it.")
+    message: str | None = _d("The job's one-line explanation of `reason`.")
+    held: bool = _d("Kept from starting until the sweep (or the job) is released.")
+    epochs: int = _d("Epochs it reported.")
+    best: float | None = _d("Its best value of the sweep's metric; null before any.")
+    last: float | None = _d("Its latest value of the metric.")
+    rank: int | None = _d("1 for the best member by `best`; null while it has no value.")
+    started_at: datetime | None = _d("Launched (UTC).")
+    finished_at: datetime | None = _d("Ended (UTC).")
+
+
+class SweepBest(BaseModel):
+    job_id: int = _d("The best member so far.")
+    params: dict[str, Any] = _d("Its parameters.")
+    value: float = _d("Its best value of the metric.")
+
+
+class SweepSummary(BaseModel):
+    id: int = _d("The sweep's id.")
+    name: str = _d("The spec's `name`; members are named NAME-1, NAME-2, ...")
+    owner: str = _d("Who submitted it; it owns every member.")
+    priority: int = _d("Every member's priority.")
+    status: str = _d(
+        "`queued` (no member started yet), `running` (members run or wait their turn), "
+        "`ended` (every member ended), `cancelled` (cancelled, every member ended)."
+    )
+    held: bool = _d("Its queued members are held (`POST .../release` lets them start).")
+    size: int = _d("How many members it made.")
+    counts: dict[str, int] = _d('Members by state: `{"queued": 2, "running": 2, ...}`.')
+    metric: str | None = _d("The metric that ranks members.")
+    mode: str = _d("`min` or `max`: which way the metric is better.")
+    max_parallel: int | None = _d("At most this many members run at once.")
+    spec: SweepSpec = _d("The sweep as accepted (a random search's `seed` filled in).")
+    warnings: list[str] = _d("Things gpuq noticed, e.g. a metric no member reports.")
+    cancelled_by: str | None = _d("Who cancelled it, if anyone did.")
+    created_at: datetime = _d("Submitted (UTC).")
+    finished_at: datetime | None = _d("When its last member ended (UTC), once all have.")
+
+
+class SweepPublic(SweepSummary):
+    best: SweepBest | None = _d("The member on top of the leaderboard, and its parameters.")
+    members: list[SweepMember] = _d("The leaderboard: the best member first.")
+
+
+class SweepPage(BaseModel):
+    sweeps: list[SweepSummary] = _d("This page of sweeps, newest first (no leaderboards).")
+    next_cursor: str | None = _d("Pass as `cursor` for the next page; null on the last.")
+
+
+class SweepCurve(BaseModel):
+    job_id: int = _d("The member.")
+    params: dict[str, Any] = _d("Its parameters.")
+    status: JobStatus = _d("Its state.")
+    epochs: list[int] = _d("The epochs that reported the metric.")
+    values: list[float | None] = _d("The metric at each of them (null: not a number).")
+
+
+class SweepCurves(BaseModel):
+    metric: str | None = _d("The sweep's metric.")
+    members: list[SweepCurve] = _d("Every member's curve, in member order.")

@@ -2,12 +2,14 @@
 route makes: `Service` is the domain's front door, so routes never reach into the
 scheduler or compute run-directory paths."""
 
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import TERMINAL
+from gpuq.contract.sweep import SweepSpec
 from service import jobs
 from service.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from service.executors import Executor, LocalExecutor, Node, QueueingExecutor
@@ -25,7 +27,10 @@ from service.scheduler.loop import Scheduler
 from service.settings import Settings
 from service.store import migrate
 from service.store.db import Database
-from service.store.tables import Job
+from service.store.tables import Job, Sweep
+from service.sweeps import actions as sweep_actions
+from service.sweeps.expand import expand
+from service.sweeps.submit import create_sweep
 from service.team import run_as, state_dirs, users
 from service.team.users import Caller
 from service.webhooks import Notifier
@@ -109,6 +114,33 @@ class Service:
         settings = self.settings
         limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
         return self.submissions.submit(submission(spec, caller, idempotency_key, limits))
+
+    def submit_sweep(
+        self, spec: SweepSpec, caller: Caller, idempotency_key: str | None = None
+    ) -> tuple[Sweep, bool]:
+        """Expands `spec` into its members (422 for too many, or a parameter the spec cannot
+        take), admits each as a job, and stores the sweep with all of them at once; False for
+        a replayed `idempotency_key` (the original sweep)."""
+        settings = self.settings
+        expansion = expand(spec, limit=settings.max_sweep_jobs, seed=secrets.randbelow(2**31))
+        for member in expansion.members:  # a parameter may change what admission checks
+            self._admit(member.spec, caller)
+        limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
+        stored = create_sweep(
+            self.db, spec, expansion, caller, idempotency_key=idempotency_key, limits=limits
+        )
+        self.scheduler.wake()
+        return stored
+
+    def cancel_sweep(self, sweep_id: int, caller: Caller) -> Sweep:
+        sweep = sweep_actions.cancel_sweep(self.db, sweep_id, caller)
+        self.scheduler.wake()
+        return sweep
+
+    def hold_sweep(self, sweep_id: int, caller: Caller, *, held: bool) -> Sweep:
+        sweep = sweep_actions.hold_sweep(self.db, sweep_id, caller, held=held)
+        self.scheduler.wake()
+        return sweep
 
     def preview(self, spec: JobSpec, caller: Caller) -> Preview:
         """A dry run: where `spec` would start now, or why it would wait."""

@@ -71,6 +71,13 @@ class Settings(BaseSettings):
         0, description="Highest priority a non-admin may give a job; admins may go higher."
     )
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
+    max_sweep_jobs: int = Field(
+        500,
+        ge=1,
+        le=100_000,
+        description="The most members one sweep may make; a larger sweep gets 422 saying how "
+        "many it would make.",
+    )
     warm_workers: int = Field(
         1,
         ge=0,

@@ -90,6 +90,9 @@ def classify(
     if stop_reason == Reason.idle:
         said = detail or "held its GPUs without training"
         return Outcome(JobStatus.failed, Reason.idle, f"{said}: {HINTS[Reason.idle]}", code)
+    if stop_reason == Reason.early_stopped:
+        said = detail or "stopped early: its sweep's stopping rule found it trailing the others"
+        return Outcome(JobStatus.cancelled, Reason.early_stopped, said, code)
     if stop_reason == Reason.cancelled_by_user:
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code

@@ -3,11 +3,12 @@ environment its runner starts with."""
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
+from gpuq.contract.sweep import param_environment
 
 
 class RunSpec(BaseModel):
@@ -21,6 +22,8 @@ class RunSpec(BaseModel):
     #: a training step (after the first) that takes longer has hung: the builtin trainer
     #: ends itself (`ExitCode.step_timeout`) rather than wait on a stuck all-reduce forever
     step_timeout_s: float | None = None
+    #: a sweep member's parameters, given to it as `GPUQ_PARAM_<NAME>`
+    params: dict[str, JsonValue] | None = None
 
 
 def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str, str]:
@@ -58,4 +61,5 @@ def runner_environment(base: Mapping[str, str], run: RunSpec, run_dir: RunDir) -
         GPUQ_CHECKPOINT_DIR=str(run_dir.checkpoints),
         GPUQ_TENSORBOARD_DIR=str(run_dir.tensorboard),
     )
+    env.update(param_environment(run.params or {}))
     return env

@@ -29,6 +29,7 @@ class Reason(StrEnum):
     time_limit = "time_limit"
     idle = "idle"  #: held its GPUs without training (the idle rule, a hung step)
     terminal_closed = "terminal_closed"  #: a session's terminal went away, ending it
+    early_stopped = "early_stopped"  #: its sweep's stopping rule found it hopeless
 
 
 TERMINAL = frozenset(

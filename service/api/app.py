@@ -17,6 +17,7 @@ from service.api.routes import (
     gpus,
     health,
     jobs,
+    sweeps,
     terminal,
     webhooks,
 )
@@ -46,7 +47,19 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
 
     app = FastAPI(title="gpuq", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     errors.install(app)
-    routers = (jobs, terminal, artifacts, events, gpus, admin, audit, health, dashboard, webhooks)
+    routers = (
+        jobs,
+        sweeps,
+        terminal,
+        artifacts,
+        events,
+        gpus,
+        admin,
+        audit,
+        health,
+        dashboard,
+        webhooks,
+    )
     for module in routers:
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit)

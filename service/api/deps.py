@@ -56,3 +56,4 @@ async def get_admin(caller: CallerDep) -> Caller:
 
 AdminDep = Annotated[Caller, Depends(get_admin)]
 JobId = Annotated[int, Path(ge=1, le=2**53, description="The job's id.")]
+SweepId = Annotated[int, Path(ge=1, le=2**53, description="The sweep's id.")]

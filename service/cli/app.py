@@ -14,7 +14,19 @@ import typer
 from typer.core import TyperGroup
 
 from gpuq.http import ApiError, Client
-from service.cli import admin, artifacts, audit, doctor, gpus, jobs, run, serve, users, webhook
+from service.cli import (
+    admin,
+    artifacts,
+    audit,
+    doctor,
+    gpus,
+    jobs,
+    run,
+    serve,
+    sweeps,
+    users,
+    webhook,
+)
 
 PROG = "gpuq"
 
@@ -70,6 +82,7 @@ def build_app() -> typer.Typer:
     app.command("artifacts")(artifacts.artifacts)
     app.command("audit")(audit.audit)
     app.command("webhook")(webhook.webhook)
+    app.add_typer(sweeps.app)
     app.add_typer(gpus.app)
     app.add_typer(users.app)
     app.add_typer(admin.app)

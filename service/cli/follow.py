@@ -221,13 +221,14 @@ def print_changes(
     return last
 
 
-def cancel(client: Client, job_id: int) -> None:
+def cancel(client: Client, job_id: int, what: str = "job") -> None:
+    """Cancels job `job_id` (or, with `what="sweep"`, that sweep) and says so."""
     try:
-        client.json("POST", f"/v1/jobs/{job_id}/cancel")
+        client.json("POST", f"/v1/{what}s/{job_id}/cancel")
     except ApiError as exc:
-        note(f"could not cancel job {job_id}: {exc}")
+        note(f"could not cancel {what} {job_id}: {exc}")
         return
-    note(f"cancelling job {job_id} (Ctrl-C again leaves at once; it is stopped all the same)")
+    note(f"cancelling {what} {job_id} (Ctrl-C again leaves at once; it is stopped all the same)")
 
 
 def _copy_output(client: Client, job_id: int, as_json: bool) -> None:

@@ -6,12 +6,11 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from gpuq.contract.states import JobStatus
 from service.cli import tables
 from service.cli.options import JobIdArg, JsonFlag, client, print_json
-from service.cli.spec_files import load_spec
+from service.cli.spec_files import read_spec_file
 from service.cli.watch import watch as watch_job
 
 
@@ -36,11 +35,7 @@ def submit(
 
     Exits 2 if the file cannot be read.
     """
-    try:
-        spec = load_spec(file)
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"gpuq: cannot read {file}: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from exc
+    spec = read_spec_file(file)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     params = {"dry_run": "true"} if dry_run else {}
     answer = client(ctx).json("POST", "/v1/jobs", json=spec, headers=headers, params=params)

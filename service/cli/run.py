@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from gpuq.http import Client
-from service.cli import run_spec, units
+from service.cli import run_spec, sweeps, units
 from service.cli.attach import attach
 from service.cli.follow import (
     Interrupted,
@@ -126,9 +126,37 @@ def run_or_shell(
         list[str] | None,
         typer.Option(metavar="K=V|K", help="Also set K (repeatable); K alone takes yours."),
     ] = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=V1,V2",
+            help="Run a sweep: one job per combination of the values (repeatable); PROGRAM's "
+            "{NAME} gets the value, and its environment GPUQ_PARAM_NAME.",
+        ),
+    ] = None,
+    max_parallel: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="N", help="With --sweep: at most N members at once."),
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="With --sweep: the metric that ranks members."),
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(metavar="min|max", help="With --metric: which way is better.")
+    ] = "min",
+    early_stopping: Annotated[
+        bool,
+        typer.Option(
+            "--early-stopping",
+            help="With --metric: stop members that trail the others (the median rule).",
+        ),
+    ] = False,
     detach: Annotated[
         bool,
-        typer.Option("--detach", "-d", help="Print the job's id and return (gpuq run only)."),
+        typer.Option(
+            "--detach", "-d", help="Print the job's (or sweep's) id and return (gpuq run only)."
+        ),
     ] = False,
     dry_run: Annotated[
         bool,
@@ -150,6 +178,12 @@ def run_or_shell(
             raise typer.BadParameter(
                 "a session is not run again: its terminal is gone by then", param_hint="'--retries'"
             )
+    if sweep and session:
+        raise typer.BadParameter("a sweep runs batch jobs, not sessions", param_hint="'--sweep'")
+    if not sweep:
+        _no_sweep_options(max_parallel=max_parallel, metric=metric, early_stopping=early_stopping)
+    if mode not in ("min", "max"):
+        raise typer.BadParameter(f"{mode!r}: write min or max", param_hint="'--mode'")
     argv = list(program or ()) or ([_login_shell()] if session else [])
     if not argv:
         raise typer.BadParameter(
@@ -183,10 +217,27 @@ def run_or_shell(
     except BadOption as exc:
         hint = exc.option if exc.option.isupper() else f"'{exc.option}'"
         raise typer.BadParameter(str(exc), param_hint=hint) from None
+    if sweep:
+        try:
+            spec["sweep"] = sweeps.sweep_section(
+                sweep,
+                max_parallel=max_parallel,
+                metric=metric,
+                mode=mode,
+                early_stopping=early_stopping,
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--sweep'") from None
+        if dry_run and not as_json:
+            raise typer.BadParameter(
+                "a sweep's dry run prints its spec: add --json", param_hint="'--dry-run'"
+            )
     if dry_run and as_json:
         print(json.dumps(spec, indent=2))
         return
     api = client(ctx)
+    if sweep:
+        raise typer.Exit(_sweep(api, spec, detach=detach, as_json=as_json))
     if dry_run:
         print(preview_text(api.json("POST", "/v1/jobs", json=spec, params={"dry_run": "true"})))
         return
@@ -197,6 +248,31 @@ def run_or_shell(
         return
     code = _shell(api, job) if session else follow(api, job, as_json=as_json)
     raise typer.Exit(code)
+
+
+def _no_sweep_options(**given: Any) -> None:
+    """Options that only a sweep takes, given without --sweep: exit 2 naming the first."""
+    for name, value in given.items():
+        if value:
+            option = "--" + name.replace("_", "-")
+            raise typer.BadParameter("goes with --sweep", param_hint=f"'{option}'")
+
+
+def _sweep(api: Client, spec: dict[str, Any], *, detach: bool, as_json: bool) -> int:
+    """Submits the sweep; with --detach prints it (its id, or with --json all of it) and
+    returns, else follows it to its end."""
+    made = api.json("POST", "/v1/sweeps", json=spec)
+    if detach:
+        if as_json:
+            print(json.dumps(made, indent=2))
+        else:
+            print(made["id"])
+            note(f"{sweeps.submitted_line(made)}; `gpuq sweep show {made['id']}` ranks them")
+        return 0
+    note(sweeps.submitted_line(made))
+    for warning in made["warnings"]:
+        note(f"warning: {warning}")
+    return sweeps.follow(api, made)
 
 
 def _login_shell() -> str:

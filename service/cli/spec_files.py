@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import typer
 import yaml
 
 
@@ -28,3 +29,12 @@ def load_spec(path: str) -> Any:
         return json.loads(text)
     except ValueError:
         return yaml.load(text, Loader=_SpecLoader)
+
+
+def read_spec_file(path: str) -> Any:
+    """`load_spec`, or exit 2 saying why the file cannot be read."""
+    try:
+        return load_spec(path)
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"gpuq: cannot read {path}: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from exc

@@ -1,7 +1,7 @@
 """The interface between the scheduler and whatever runs its jobs."""
 
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +36,8 @@ class Launch:
     data_roots: tuple[str, ...] | None = None
     #: a builtin job's training step that takes longer has hung (a stuck all-reduce)
     step_timeout_s: float | None = None
+    #: a sweep member's parameters (`GPUQ_PARAM_<NAME>` in its environment)
+    params: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

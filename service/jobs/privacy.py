@@ -15,11 +15,12 @@ Webhook deliveries carry the whole job: they go to the job's own webhook, the ow
 from typing import Any, TypeVar
 
 from gpuq.contract.states import Reason
-from service.public import JobEvent, JobPublic
+from service.public import JobEvent, JobPublic, SweepPublic, SweepSummary
 from service.settings import Settings
 from service.team.users import Caller
 
 J = TypeVar("J", bound=JobEvent)
+S = TypeVar("S", bound=SweepSummary)
 
 #: Reasons whose `message` is gpuq's own words alone, never the job's.
 OWN_WORDS = frozenset(
@@ -31,6 +32,7 @@ OWN_WORDS = frozenset(
         Reason.dependency_failed,
         Reason.time_limit,
         Reason.terminal_closed,
+        Reason.early_stopped,
     }
 )
 #: What the other reasons' messages say in gpuq's words: they may quote the job itself
@@ -124,3 +126,22 @@ def _details(job: JobPublic, *, private: bool) -> dict[str, Any]:
         "log_tail": [],
         "previous_attempts": attempts,
     }
+
+
+def sweep_as_seen_by(caller: Caller, sweep: S, settings: Settings) -> S:
+    """A sweep as `caller` may see it, by the same rule as its members: whole for its owner
+    and admins; for others without its spec's webhook and, under GPUQ_RUN_AS=owner, without
+    its `command.env` and its members' own words."""
+    if caller.manages(sweep.owner):
+        return sweep
+    private = settings.run_as == "owner"
+    spec = sweep.spec.model_copy(update={"webhook": None})
+    if private and spec.command is not None:
+        spec = spec.model_copy(update={"command": spec.command.model_copy(update={"env": {}})})
+    update: dict[str, Any] = {"spec": spec}
+    if private and isinstance(sweep, SweepPublic):
+        update["members"] = [
+            m.model_copy(update={"message": public_message(m.reason, m.message)})
+            for m in sweep.members
+        ]
+    return sweep.model_copy(update=update)

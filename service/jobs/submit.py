@@ -55,6 +55,8 @@ class Submission:
     body: dict[str, Any]  #: the spec as stored
     key: str | None  #: the idempotency key as stored: per owner
     limits: Limits
+    sweep_id: int | None = None  #: the sweep it is a member of
+    params: Mapping[str, Any] | None = None  #: a sweep member's parameters
 
 
 @dataclass(frozen=True)
@@ -98,16 +100,21 @@ Verdict = Create | Replay | ReplayOf | GpuqError
 
 
 def submission(
-    spec: JobSpec, caller: Caller, idempotency_key: str | None = None, limits: Limits = Limits()
+    spec: JobSpec,
+    caller: Caller,
+    idempotency_key: str | None = None,
+    limits: Limits = Limits(),
+    **member: Any,
 ) -> Submission:
-    """`spec` as `caller` submits it; Forbidden above their priority limit."""
+    """`spec` as `caller` submits it (`member`: a sweep's `sweep_id` and `params`);
+    Forbidden above their priority limit."""
     if spec.priority > limits.max_user_priority and not caller.admin:
         raise Forbidden(
             f"priority {spec.priority} is above {limits.max_user_priority}; only an admin may "
             "set it"
         )
     key = None if idempotency_key is None else f"{caller.name}/{idempotency_key}"
-    return Submission(spec, caller, spec.model_dump(mode="json"), key, limits)
+    return Submission(spec, caller, spec.model_dump(mode="json"), key, limits, **member)
 
 
 def create_job(
@@ -275,6 +282,8 @@ def _values(item: Submission, webhooks: Mapping[str, str | None], now: datetime)
         "not_before": spec.not_before,
         "webhook_url": spec.webhook or webhooks.get(caller.name),
         "created_at": now,
+        "sweep_id": item.sweep_id,
+        "params": None if item.params is None else dict(item.params),
     }
 
 

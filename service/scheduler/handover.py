@@ -2,7 +2,8 @@
 
 `hand_over` gives the executor every queued job that gpuq's own rules let go (retry
 back-off, `not_before`, no drain of the whole box, dependencies handed over first, the
-owner's `max_gpus_running`); the executor orders and places them. `follow` marks the ones
+owner's `max_gpus_running`, a sweep's `max_parallel`: its members are ordinary Slurm jobs,
+handed over as earlier ones end); the executor orders and places them. `follow` marks the ones
 it started, brings holds, priorities and dependencies up to date, records the executor's
 reason for the ones that wait, and takes back those gpuq ended while they waited.
 """
@@ -10,7 +11,7 @@ reason for the ones that wait, and takes back those gpuq ended while they waited
 import logging
 from collections import Counter
 
-from sqlmodel import col, or_, select
+from sqlmodel import Session, col, or_, select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
@@ -21,7 +22,7 @@ from service.scheduler.running import Books, MemoryRecord, Running
 from service.scheduler.snapshot import failed_dependency, not_yet
 from service.scheduler.starting import device_plan, launch, new_launch
 from service.store.db import utcnow
-from service.store.tables import Job
+from service.store.tables import Job, Sweep
 from service.team.audit import record
 from service.team.users import SCHEDULER
 
@@ -71,7 +72,7 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
         if not queued:
             return
         holding = session.exec(
-            select(Job.owner, Job.gpu_count).where(
+            select(Job.owner, Job.gpu_count, Job.sweep_id).where(
                 or_(
                     col(Job.status).in_(ACTIVE),
                     (col(Job.status) == JobStatus.queued) & col(Job.executor_job_id).isnot(None),
@@ -79,9 +80,14 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
             )
         ).all()
         box = next((d for d in maintenance.drains(session) if d.gpu is None), None)
+        sweeps = {job.sweep_id for job in queued if job.sweep_id is not None}
+        parallel = _max_parallel(session, sweeps) if sweeps else {}
     gpus_held = Counter[str]()
-    for owner, count in holding:
+    members = Counter[int]()  # sweep → its members handed over or running
+    for owner, count, sweep_id in holding:
         gpus_held[owner] += count
+        if sweep_id is not None:
+            members[sweep_id] += 1
     dependencies = _dependencies(books, queued)
     limit = books.settings.max_gpus_running
     now = utcnow()
@@ -110,9 +116,27 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
                 f"Slurm and may have {limit} (max_gpus_running)"
             )
             continue
+        most = parallel.get(job.sweep_id) if job.sweep_id is not None else None
+        if job.sweep_id is not None and most is not None and members[job.sweep_id] >= most:
+            reasons[job.id] = (
+                f"sweep {job.sweep_id} already has {most} member(s) with Slurm, its max_parallel"
+            )
+            continue
         if _hand(books, executor, job, after):
             gpus_held[job.owner] += job.gpu_count
+            if job.sweep_id is not None:
+                members[job.sweep_id] += 1
     _record_waits(books, {i: (why, None) for i, why in reasons.items()}, queued)
+
+
+def _max_parallel(session: Session, sweeps: set[int]) -> dict[int | None, int]:
+    """Each of these sweeps' `max_parallel`, where it has one."""
+    rows = session.exec(
+        select(Sweep.id, Sweep.max_parallel).where(
+            col(Sweep.id).in_(sweeps), col(Sweep.max_parallel).isnot(None)
+        )
+    )
+    return {sweep_id: most for sweep_id, most in rows if most is not None}
 
 
 def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, ...]) -> bool:
@@ -127,7 +151,15 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         gpu_total_mb=0,
     )
     attempt_launch = new_launch(
-        books, job.id, attempt, spec, devices, priority=job.priority, held=job.held, after=after
+        books,
+        job.id,
+        attempt,
+        spec,
+        devices,
+        priority=job.priority,
+        held=job.held,
+        after=after,
+        params=job.params,
     )
     try:
         # Outside any write transaction: sbatch may take seconds.

@@ -1,9 +1,10 @@
 """The scheduler: `reconcile` once at start, then on every wake
 
-    ingest → reap → enforce → drain → place
+    ingest → reap → stop early → enforce → drain → place
 
 `ingest` (ingest.py) turns running jobs' events into progress; `reap` (finishing.py)
-judges the jobs that exited; `enforce` (enforce.py, caps.py) applies memory caps, cancels
+judges the jobs that exited; `stop early` (early_stop.py) stops the sweep members their
+sweep's rule finds hopeless; `enforce` (enforce.py, caps.py) applies memory caps, cancels
 and time limits; `drain` (drain.py) frees GPUs once a finished job has really let go;
 `place` (place.py, starting.py) plans the queue and starts what fits. Where a placed job
 runs is the executor's business (`service.executors`).
@@ -14,7 +15,7 @@ is written once per step: `place` starts all it places in one transaction
 
 Under an executor with a queue of its own (Slurm) the steps are
 
-    follow → ingest → reap → stop_overdue → hand_over
+    follow → ingest → reap → stop early → stop_overdue → hand_over
 
 (handover.py): the executor places and orders; gpuq hands it the queue and follows it.
 
@@ -39,6 +40,7 @@ from service.jobs.writes import JOB
 from service.public import Preview
 from service.scheduler.caps import CapGuard
 from service.scheduler.drain import drain
+from service.scheduler.early_stop import EarlyStopper
 from service.scheduler.enforce import enforce, stop_overdue
 from service.scheduler.finishing import settle
 from service.scheduler.handover import follow, hand_over
@@ -70,6 +72,7 @@ class Scheduler:
         self.books = Books(db, settings, gpus, executor)
         self.caps = CapGuard(self.books)
         self.placer = Placer(self.books)
+        self.stopper = EarlyStopper(self.books)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -128,10 +131,12 @@ class Scheduler:
             # The executor places and orders; gpuq follows it and hands it the queue.
             follow(self.books, executor)
             self.ingest_and_reap()
+            self.stopper.check()
             stop_overdue(self.books)
             hand_over(self.books, executor)
             return
         self.ingest_and_reap()
+        self.stopper.check()
         self.enforce()
         self.drain()
         self.place()

@@ -5,7 +5,8 @@ light user goes before a heavy one), then in submission order. The first GPU job
 cannot start is the *head*: it gets a reservation (the earliest time and GPUs it can
 start on, from the running jobs' time limits), and a job behind it may start now only if,
 by its own `time_limit_s`, it cannot delay that reservation (EASY backfill). A job over
-its owner's `max_gpus_running` waits without holding anyone up. CPU-only jobs
+its owner's `max_gpus_running`, or a sweep member past its sweep's `max_parallel`, waits
+without holding anyone up. CPU-only jobs
 (`gpus: 0`) need no GPU and only wait for a CPU slot.
 
 Shared jobs go best fit (the fullest GPUs that still fit). A multi-GPU job gets the set of
@@ -30,6 +31,7 @@ class Request:
     memory_mb: int | None = None  #: None: whole GPUs
     owner: str = ""
     time_limit_s: float | None = None
+    sweep_id: int | None = None  #: the sweep it is a member of
 
 
 @dataclass(frozen=True)
@@ -150,16 +152,21 @@ def plan(
     usage: Mapping[str, float] | None = None,
     running_gpus: Mapping[str, int] | None = None,
     max_gpus_running: int | None = None,
+    sweep_limits: Mapping[int, int] | None = None,
+    sweep_running: Mapping[int, int] | None = None,
 ) -> Plan:
     """Decides which queued jobs start now and on which GPUs; says why the others wait.
 
     `now` and the claims' `ends_at` are seconds on one clock; a job stops at most `grace_s`
     after its time limit. `usage` (owner → recent GPU-seconds) orders equal priorities;
-    `running_gpus` (owner → GPUs held) counts against `max_gpus_running`.
+    `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, and
+    `sweep_running` (sweep → members running) against `sweep_limits` (its `max_parallel`).
     """
     topology = topology or {}
     occupancy = Occupancy(gpus, allocations)
     owners = dict(running_gpus or {})
+    limits = sweep_limits or {}
+    members = dict(sweep_running or {})
     result = Plan()
     head: Request | None = None
     reservation = Reservation(math.inf, None)
@@ -167,10 +174,18 @@ def plan(
     # shapes again and again, and only a placement changes the answer.
     unplaceable: set[tuple[int, int | None, tuple[int, ...] | None]] = set()
     for request in order(queue, usage):
+        sweep = request.sweep_id
+        if sweep is not None and sweep in limits and members.get(sweep, 0) >= limits[sweep]:
+            result.waiting[request.job_id] = (
+                f"sweep {sweep} already runs {members[sweep]} member(s), its max_parallel"
+            )
+            continue
         if request.gpus == 0:
             if cpu_slots > 0:
                 cpu_slots -= 1
                 result.placements.append(Placement(request.job_id, (), None))
+                if sweep is not None:
+                    members[sweep] = members.get(sweep, 0) + 1
             else:
                 result.waiting[request.job_id] = "waiting for a CPU job slot"
             continue
@@ -206,6 +221,8 @@ def plan(
         occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
         unplaceable.clear()
         owners[request.owner] = held + request.gpus
+        if sweep is not None:
+            members[sweep] = members.get(sweep, 0) + 1
         result.placements.append(
             Placement(request.job_id, chosen, request.memory_mb, backfill=head is not None)
         )
@@ -226,6 +243,8 @@ class PlanInputs:
     usage: dict[str, float] = field(default_factory=dict)
     running_gpus: dict[str, int] = field(default_factory=dict)
     max_gpus_running: int | None = None
+    sweep_limits: dict[int, int] = field(default_factory=dict)
+    sweep_running: dict[int, int] = field(default_factory=dict)
 
     def plan(self) -> Plan:
         return plan(
@@ -239,4 +258,6 @@ class PlanInputs:
             usage=self.usage,
             running_gpus=self.running_gpus,
             max_gpus_running=self.max_gpus_running,
+            sweep_limits=self.sweep_limits,
+            sweep_running=self.sweep_running,
         )

@@ -35,6 +35,7 @@ class QueuedJob:
     not_before: datetime | None
     wait_reason: str | None
     queue_position: int | None
+    sweep_id: int | None
 
     @property
     def waits_until(self) -> list[datetime]:
@@ -60,6 +61,7 @@ class QueuedJob:
             col(Job.not_before),
             col(Job.wait_reason),
             col(Job.queue_position),
+            col(Job.sweep_id),
         ).where(col(Job.status) == JobStatus.queued)
 
     @classmethod
@@ -81,6 +83,7 @@ def request_for_job(job: QueuedJob) -> Request:
         memory_mb=job.memory_mb,
         owner=job.owner,
         time_limit_s=job.time_limit_s,
+        sweep_id=job.sweep_id,
     )
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Protocol
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Connection, Select, Table, bindparam, func, select
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from service.gpus import maintenance
@@ -21,7 +21,9 @@ from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
 from service.scheduler.queued import QueuedJob, request_for_job
 from service.settings import Settings
 from service.store.db import Database, utcnow
-from service.store.tables import Job
+from service.store.tables import Job, Sweep
+
+SWEEP: Table = Sweep.__table__  # type: ignore[attr-defined]
 
 #: Finished jobs older than this many half-lives no longer count for fair share.
 USAGE_HORIZON_HALF_LIVES = 20
@@ -74,6 +76,8 @@ def take(
         )
         stored, allocations = gpus.load(session)
         drains = {d.gpu: d for d in maintenance.drains(session)}
+        sweeps = {j.sweep_id for j in queued.values() if j.sweep_id is not None}
+        sweep_limits, sweep_running = _sweeps(connection, sweeps) if sweeps else ({}, {})
     foreign = gpus.foreign_mb(job_sessions)
     slots = [
         GpuSlot(
@@ -111,6 +115,8 @@ def take(
             usage=usage,
             running_gpus=running,
             max_gpus_running=settings.max_gpus_running,
+            sweep_limits=sweep_limits,
+            sweep_running=sweep_running,
         ),
         drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
     )
@@ -145,6 +151,25 @@ def _recent() -> Select[Any]:
         JOB.c.gpu_count > 0,
         JOB.c.status.in_(ACTIVE) | (JOB.c.finished_at > bindparam("since")),
     )
+
+
+def _sweeps(connection: Connection, ids: set[int]) -> tuple[dict[int, int], dict[int, int]]:
+    """The `max_parallel` of each of these sweeps that has one, and how many of its
+    members run."""
+    limits = connection.execute(
+        select(SWEEP.c.id, SWEEP.c.max_parallel).where(
+            SWEEP.c.id.in_(ids), SWEEP.c.max_parallel.is_not(None)
+        )
+    )
+    found = {sweep_id: most for sweep_id, most in limits}
+    if not found:
+        return {}, {}
+    running = connection.execute(
+        select(JOB.c.sweep_id, func.count())
+        .where(JOB.c.sweep_id.in_(list(found)), JOB.c.status.in_(ACTIVE))
+        .group_by(JOB.c.sweep_id)
+    )
+    return found, {sweep_id: count for sweep_id, count in running}
 
 
 def _dependencies(ids: set[int]) -> Select[Any]:

@@ -112,7 +112,9 @@ class Starts:
         """Claims each placed job that is still queued on its GPUs, and starts it."""
         if not placements:
             return
-        query = select(JOB.c.id, JOB.c.attempt, JOB.c.spec, JOB.c.unix_user, JOB.c.created_at)
+        query = select(
+            JOB.c.id, JOB.c.attempt, JOB.c.spec, JOB.c.unix_user, JOB.c.created_at, JOB.c.params
+        )
         query = query.where(
             JOB.c.id.in_([p.job_id for p in placements]), JOB.c.status == JobStatus.queued
         )
@@ -139,7 +141,7 @@ class Starts:
             started = launch(
                 books,
                 books.executor,
-                new_launch(books, job.id, attempt, spec, devices),
+                new_launch(books, job.id, attempt, spec, devices, params=job.params),
                 job.unix_user,
             )
         except LaunchError as exc:

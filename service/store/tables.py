@@ -85,6 +85,27 @@ class Job(SQLModel, table=True):
     finished_at: datetime | None = _utc(default=None)
     #: Grows on every change to any job (kept by database triggers; see migration 0005).
     rev: int = Field(default=0, unique=True, index=True)
+    sweep_id: int | None = Field(default=None, index=True)  #: the sweep it is a member of
+    #: a sweep member's parameters: name → value (`GPUQ_PARAM_<NAME>` in its environment)
+    params: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+
+
+class Sweep(SQLModel, table=True):
+    """Many runs of one experiment: its members are ordinary jobs (`Job.sweep_id`)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    owner: str = Field(index=True)
+    priority: int = 0
+    spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))  #: as accepted
+    size: int  #: how many members it made
+    max_parallel: int | None = None  #: at most this many members run at once
+    held: bool = False  #: its queued members were held (and not released since)
+    cancelled_at: datetime | None = _utc(default=None)
+    cancelled_by: str | None = None
+    warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
+    idempotency_key: str | None = Field(default=None, unique=True, index=True)
+    created_at: datetime = _utc(default_factory=utcnow)
 
 
 class JobMetric(SQLModel, table=True):

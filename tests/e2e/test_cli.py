@@ -174,3 +174,90 @@ def test_serve_names_each_unknown_setting_with_the_nearest_known_one(tmp_path):
     )
     # The client's own variables, set for the CLI, are known.
     assert "GPUQ_URL" not in log
+
+
+def run_in(folder: Path, server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    """`gpuq ARGS...` from `folder`, whatever its exit code."""
+    return subprocess.run(
+        [*server.gpuq, *args],
+        env=server.env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+TRAIN = """import argparse, os
+from gpuq import report
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float)
+lr = parser.parse_args().lr
+bs = int(os.environ["GPUQ_PARAM_BS"])
+print(f"training with lr={lr} bs={bs}", flush=True)
+for epoch in range(1, 4):
+    report(epoch, val_loss=abs(lr - 0.003) * 100 / epoch + bs / 1000)
+"""
+
+
+def test_gpuq_run_sweep_reads_argv_and_environment_and_shows_the_leaderboard(server, tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    sweep = ["--sweep", "lr=1e-3,1e-2", "--sweep", "bs=32,64", "--max-parallel", "2"]
+    program = ["--", "python", "train.py", "--lr", "{lr}"]
+    done = run_in(tmp_path, server, "run", *sweep, "--metric", "val_loss", *program)
+    assert done.returncode == 0, done.stderr
+    assert "gpuq: submitted sweep 1 (train.py): 4 members, jobs 1-4, 2 at a time" in done.stderr
+    assert (
+        "gpuq: job 1 (lr=0.001 bs=32) succeeded after 3 epochs: best val_loss 0.09867"
+        in done.stderr
+    )
+    lines = done.stdout.splitlines()
+    assert "best: job 1, val_loss 0.09867 with lr=0.001 bs=32" in lines[3]
+    table = [
+        line.split()
+        for line in lines[lines.index(next(x for x in lines if x.startswith("RANK"))) :]
+    ]
+    assert table[0] == [
+        "RANK",
+        "JOB",
+        "lr",
+        "bs",
+        "STATUS",
+        "REASON",
+        "EPOCHS",
+        "BEST",
+        "val_loss",
+        "LAST",
+    ]
+    assert [row[:4] for row in table[1:]] == [
+        ["1", "1", "0.001", "32"],
+        ["2", "2", "0.001", "64"],
+        ["3", "3", "0.01", "32"],
+        ["4", "4", "0.01", "64"],
+    ]
+    log = server.cli("logs", "4")
+    assert log == "training with lr=0.01 bs=64\n"
+    assert (
+        server.cli("sweep", "show", "1").splitlines()[0] == "sweep 1 (train.py) by anonymous: ended"
+    )
+
+    # A sweep from a file, listed, cancelled, and with --detach --json.
+    spec = command_spec("import time; time.sleep(60)", gpus=1)
+    (tmp_path / "sweep.yaml").write_text(
+        yaml.safe_dump(
+            {**spec, "name": "sleepy", "sweep": {"parameters": {"n": [1, 2, 3]}, "max_parallel": 1}}
+        )
+    )
+    said = server.cli("sweep", "submit", str(tmp_path / "sweep.yaml"))
+    assert said == "submitted sweep 2 (sleepy): 3 members, jobs 5-7, 1 at a time\n"
+    listing = server.cli("sweep", "ls").splitlines()
+    assert listing[0].split() == ["ID", "NAME", "OWNER", "STATUS", "SIZE", "MEMBERS", "METRIC"]
+    assert listing[1].split()[:3] == ["2", "sleepy", "anonymous"]
+    server.wait(5, {"running"})
+    assert server.cli("sweep", "cancel", "2").startswith(
+        "sweep 2 cancelling: 1 running, 2 cancelled"
+    )
+    server.wait(5, {"cancelled"})
+    detached = run_in(tmp_path, server, "run", "-d", "--json", "--sweep", "x=1,2", "--", "true")
+    assert detached.returncode == 0, detached.stderr
+    assert json.loads(detached.stdout)["size"] == 2

@@ -104,3 +104,33 @@ def test_the_dashboard_shows_a_session_as_one(trained, browser):
     shell.sendline("exit")
     shell.expect(pexpect.EOF)
     browser.wait_until(f"!!document.querySelector('#ended tr[data-job=\"{job_id}\"]')", 20)
+
+
+def test_the_sweep_view_overlays_every_members_curve_beside_the_leaderboard(trained, browser):
+    code = (
+        "import os; from gpuq import report; lr = float(os.environ['GPUQ_PARAM_LR'])\n"
+        "for epoch in range(1, 6): report(epoch, val_loss=lr * 10 / epoch)"
+    )
+    spec = {
+        **command_spec(code, gpus=0),
+        "name": "lr-sweep",
+        "sweep": {"parameters": {"lr": [0.3, 0.1, 0.2]}, "max_parallel": 2, "metric": "val_loss"},
+    }
+    url = trained.server.url
+    sweep = httpx.post(f"{url}/v1/sweeps", json=spec, timeout=30).json()
+    browser.open(f"{url}/#sweep={sweep['id']}")
+    browser.wait_until(f"!!document.querySelector('#sweeps tr[data-sweep=\"{sweep['id']}\"]')")
+    curves = count("#sweep-curves path.curve")
+    ranked = "[...document.querySelectorAll('#sweep-board tr.member')].map((r) => r.innerText)"
+    rows = browser.wait_until(
+        f"{curves} === 3 && {ranked}.every((t) => t.includes('succeeded')) && {ranked}", 60
+    )
+    # The best (lowest) first: lr 0.1 ended at 0.1 * 10 / 5 = 0.2.
+    assert [row.split("\t")[0] for row in rows] == ["1", "2", "3"]
+    assert "0.1" in rows[0].split("\t")[2] and "0.2000" in rows[0]
+    thickest = "#sweep-curves path.curve[stroke-width='3.5']"
+    best = browser.eval(f'document.querySelector("{thickest}").dataset.job')
+    assert int(best) == next(m["job_id"] for m in sweep["members"] if m["params"]["lr"] == 0.1)
+    browser.eval("document.querySelector('#sweep').scrollIntoView()")
+    png = browser.screenshot(ARTIFACTS / "sweep.png")
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000

@@ -315,3 +315,39 @@ def test_gpuq_run_goes_through_slurm_and_gpuq_shell_names_salloc(server, tmp_pat
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert "salloc --gpus=N" in refused.stderr
+
+
+def test_a_sweep_hands_slurm_one_member_at_a_time_and_stops_a_hopeless_one(server):
+    code = (
+        "import os, time; from gpuq import report; n = int(os.environ['GPUQ_PARAM_N'])\n"
+        "for epoch in range(1, 5): time.sleep(0.5); report(epoch, loss=n / epoch)"
+    )
+    spec = {
+        **command_spec(code, gpus=1),
+        "name": "slurm-sweep",
+        "sweep": {
+            "search": "list",
+            "points": [{"n": 2}, {"n": 50}, {"n": 1}],  # the last one judged beats the first
+            "max_parallel": 1,
+            "metric": "loss",
+            "early_stopping": {"grace_epochs": 1, "min_members": 1},
+        },
+    }
+    response = httpx.post(f"{server.url}/v1/sweeps", json=spec)
+    assert response.status_code == 201, response.text
+    sweep = response.json()
+    ids = sorted(m["job_id"] for m in sweep["members"])
+    for job_id in ids:
+        until(server, job_id, lambda j: j["status"] in FINAL, timeout_s=120)
+    jobs = [get(server, job_id) for job_id in ids]
+    board = httpx.get(f"{server.url}/v1/sweeps/{sweep['id']}").json()
+    assert [j["status"] for j in jobs] == ["succeeded", "cancelled", "succeeded"]
+    assert jobs[1]["reason"] == "early_stopped"
+    assert "trailed the median" in jobs[1]["message"]
+    assert all(j["executor"] == "slurm" for j in jobs)
+    assert len({j["executor_job_id"] for j in jobs}) == 3
+    # One at a time: each started after the one before it ended.
+    assert jobs[1]["started_at"] >= jobs[0]["finished_at"]
+    assert jobs[2]["started_at"] >= jobs[1]["finished_at"]
+    assert [m["job_id"] for m in board["members"]] == [ids[2], ids[0], ids[1]]
+    assert board["best"]["params"] == {"n": 1}

@@ -12,7 +12,9 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 PUBLIC = {("GET", "/healthz")}  # liveness stays open
 #: Mutations that act on no one's job: a token is all they need.
-OWNERLESS = {("POST", "/v1/jobs")}
+OWNERLESS = {("POST", "/v1/jobs"), ("POST", "/v1/sweeps")}
+#: A sweep of one member, as the routes of `/v1/sweeps/{sweep_id}` act on.
+SWEEP = job_spec(sweep={"parameters": {"keras.seed": [1]}})
 #: Mutations of the caller's own settings: nobody can reach anyone else's.
 OWN_SETTINGS = {("PUT", "/v1/webhook")}
 #: Routes for admins only, whoever owns what.
@@ -44,11 +46,14 @@ def routes(api) -> list[tuple[str, str]]:
     return [(m.upper(), p) for p, methods in schema["paths"].items() for m in methods]
 
 
-def call(api, method: str, path: str, token: str | None, job_id: int):
+def call(api, method: str, path: str, token: str | None, job_id: int, sweep_id: int = 1):
     url = path.replace("{job_id}", str(job_id)).replace("{index}", "0")
-    body = {"POST /v1/jobs": job_spec(), "PATCH /v1/jobs/{job_id}": {"priority": -1}}.get(
-        f"{method} {path}"
-    )
+    url = url.replace("{sweep_id}", str(sweep_id))
+    body = {
+        "POST /v1/jobs": job_spec(),
+        "POST /v1/sweeps": SWEEP,
+        "PATCH /v1/jobs/{job_id}": {"priority": -1},
+    }.get(f"{method} {path}")
     headers = auth(token) if token else {}
     return api.request(method, url, json=body, headers=headers)
 
@@ -71,15 +76,17 @@ def test_every_mutating_route_refuses_someone_elses_job(team):
     assert mutating, "the schema lists no mutating route"
     for method, path in mutating:
         job_id = api.post("/v1/jobs", json=job_spec(), headers=auth(tokens["ana"])).json()["id"]
+        sweep_id = api.post("/v1/sweeps", json=SWEEP, headers=auth(tokens["ana"])).json()["id"]
         if (method, path) in OWNERLESS:
             assert call(api, method, path, tokens["bo"], job_id).status_code == 201
             continue
         if (method, path) in OWN_SETTINGS:
             continue  # tests/e2e/test_webhooks.py: each user's own webhook and secret
-        response = call(api, method, path, tokens["bo"], job_id)
+        response = call(api, method, path, tokens["bo"], job_id, sweep_id)
         assert response.status_code == 403, (method, path, response.text)
         if (method, path) not in ADMIN_ONLY:
-            assert "{job_id}" in path, f"{method} {path}: decide who may call it, in this test"
+            owned = "{job_id}" in path or "{sweep_id}" in path
+            assert owned, f"{method} {path}: decide who may call it, in this test"
             assert "belongs to ana" in response.json()["detail"]
 
 

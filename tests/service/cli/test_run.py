@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from gpuq.contract.spec import JobSpec
+from gpuq.contract.sweep import SweepSpec
 from gpuq.http import Client
 from service.cli import units
 from service.cli.follow import exit_code_of, state_line
@@ -135,6 +136,24 @@ def test_dry_run_json_prints_the_spec_and_sends_nothing(capsys, monkeypatch, tmp
     assert JobSpec.model_validate(spec, strict=False).command.workdir == str(tmp_path)
 
 
+def test_a_sweep_from_the_command_line_is_a_grid_of_typed_values(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--dry-run", "--json", "--sweep", "lr=1e-3,1e-4", "--sweep", "act=relu,gelu"]
+    args += ["--sweep", "bs=32,64", "--max-parallel", "2", "--metric", "val_loss"]
+    args += ["--mode", "min", "--early-stopping", "--", "sh", "-c", "echo {lr} {bs}"]
+    assert main(args, api=_unreachable()) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["sweep"] == {
+        "parameters": {"lr": [0.001, 0.0001], "act": ["relu", "gelu"], "bs": [32, 64]},
+        "mode": "min",
+        "max_parallel": 2,
+        "metric": "val_loss",
+        "early_stopping": {"rule": "median"},
+    }
+    assert spec["command"]["argv"][-1] == "echo {lr} {bs}"  # the service puts them in
+    SweepSpec.model_validate(spec, strict=False)
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [
@@ -145,6 +164,14 @@ def test_dry_run_json_prints_the_spec_and_sends_nothing(capsys, monkeypatch, tmp
         (["run", "--"], "PROGRAM"),
         (["shell", "--detach"], "'--detach'"),
         (["shell", "--retries", "1"], "'--retries'"),
+        (["run", "--sweep", "lr", "--", "sh"], "'--sweep'"),
+        (["run", "--sweep", "lr=", "--", "sh"], "'--sweep'"),
+        (["run", "--sweep", "lr=1", "--sweep", "lr=2", "--", "sh"], "'--sweep'"),
+        (["run", "--max-parallel", "2", "--", "sh"], "'--max-parallel'"),
+        (["run", "--metric", "loss", "--", "sh"], "'--metric'"),
+        (["run", "--sweep", "a=1", "--mode", "best", "--", "sh"], "'--mode'"),
+        (["run", "--sweep", "a=1", "--dry-run", "--", "sh"], "'--dry-run'"),
+        (["shell", "--sweep", "a=1"], "'--sweep'"),
     ],
 )
 def test_a_bad_value_is_exit_2_naming_the_option_before_anything_is_sent(

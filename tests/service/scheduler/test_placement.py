@@ -284,3 +284,16 @@ def test_backfill_never_delays_the_head_job(queue, held):
     if without.start == math.inf and without.gpus is not None:
         used = {g for p in backfilled for g in p.gpu_indices}
         assert not used & set(without.gpus), "a backfill took a GPU of an unbounded head"
+
+
+def test_a_sweep_runs_at_most_max_parallel_members_and_others_pass_them():
+    gpus = [GpuSlot(i, 8192) for i in range(4)]
+    queue = [Request(i, 0, 1, sweep_id=7) for i in (1, 2, 3)] + [Request(4, 0, 1)]
+    result = plan(queue, gpus, [], sweep_limits={7: 2}, sweep_running={7: 1})
+    assert sorted(p.job_id for p in result.placements) == [1, 4]
+    assert result.waiting[2] == "sweep 7 already runs 2 member(s), its max_parallel"
+    assert result.waiting[3] == result.waiting[2]
+    # CPU members count too, and a sweep with no limit takes what fits.
+    cpu = [Request(i, 0, 0, sweep_id=8) for i in (5, 6)]
+    assert len(plan(cpu, gpus, [], cpu_slots=2, sweep_limits={8: 1}).placements) == 1
+    assert len(plan(cpu, gpus, [], cpu_slots=2).placements) == 2

@@ -1,0 +1,86 @@
+"""The early-stopping step: a sweep's stopping rule (`service.sweeps.stopping`) judges its
+running members on their metric histories, and the hopeless ones are stopped like a cancel
+(SIGTERM, SIGKILL after the grace period; `enforce.stop_overdue` sees to the second), with
+reason `early_stopped` and the rule's words. Their GPUs go to the next member as soon as
+they exit.
+
+A sweep is judged again only when one of its members reported a new epoch, so a step with
+nothing new costs one small query."""
+
+import logging
+import signal
+
+from sqlalchemy import Table, func, select
+
+from gpuq.contract.states import ACTIVE, Reason
+from gpuq.contract.sweep import SweepSpec
+from service.jobs import writes
+from service.jobs.writes import JOB
+from service.scheduler.running import Books
+from service.store.tables import JobMetric
+from service.sweeps import reads
+from service.sweeps.leaderboard import history
+from service.sweeps.stopping import explain, hopeless
+
+log = logging.getLogger(__name__)
+
+METRIC: Table = JobMetric.__table__  # type: ignore[attr-defined]
+
+
+class EarlyStopper:
+    def __init__(self, books: Books) -> None:
+        self.books = books
+        self._seen: dict[int, int] = {}  #: sweep → its newest metric row when last judged
+
+    def check(self) -> None:
+        """Stops the running members their sweeps' rules find hopeless."""
+        books = self.books
+        if not books.running:
+            return
+        query = (
+            select(JOB.c.sweep_id, func.max(METRIC.c.id))
+            .join(METRIC, METRIC.c.job_id == JOB.c.id)
+            .where(
+                JOB.c.id.in_(list(books.running)),
+                JOB.c.sweep_id.is_not(None),
+                JOB.c.status.in_(ACTIVE),
+                JOB.c.stop_sent_at.is_(None),
+                METRIC.c.step == 0,
+            )
+            .group_by(JOB.c.sweep_id)
+        )
+        with books.db.read() as session:
+            newest = dict(session.connection().execute(query).all())
+        for sweep_id, row in newest.items():
+            if self._seen.get(sweep_id) == row:
+                continue
+            self._seen[sweep_id] = row
+            try:
+                self._judge(sweep_id)
+            except Exception:
+                log.exception("sweep %d: could not judge its members; the rest go on", sweep_id)
+
+    def _judge(self, sweep_id: int) -> None:
+        books = self.books
+        sweep = reads.get_sweep(books.db, sweep_id)
+        section = SweepSpec.model_validate(sweep.spec).sweep
+        rule, metric = section.early_stopping, section.metric
+        if rule is None or metric is None:
+            return
+        members = reads.members(books.db, sweep_id)
+        running = {m.id for m in members if m.status in ACTIVE and m.id in books.running}
+        epochs = reads.member_epochs(books.db, sweep_id)
+        histories = {job_id: history(own, metric) for job_id, own in epochs.items()}
+        verdicts = hopeless(
+            histories,
+            running,
+            mode=section.mode,
+            grace_epochs=rule.grace_epochs,
+            min_members=rule.min_members,
+        )
+        for verdict in verdicts:
+            message = explain(verdict, metric)
+            log.info("job %d: %s", verdict.job_id, message)
+            with books.db.write() as session:
+                writes.record_stop(session, verdict.job_id, Reason.early_stopped, message)
+            books.executor.signal(verdict.job_id, signal.SIGTERM)

@@ -1,0 +1,107 @@
+"""`/v1/sweeps` with the API alone: members stored with their parameters, bad sweeps as
+422s naming the field, a sweep stored whole or not at all."""
+
+import pytest
+
+from tests.conftest import command_spec, job_spec, serving
+
+GRID = {"parameters": {"keras.learning_rate": [0.01, 0.001], "keras.batch_size": [32, 64]}}
+
+
+def test_a_sweep_stores_ordinary_member_jobs_with_its_owner_and_priority(api):
+    response = api.post("/v1/sweeps", json=job_spec(priority=-3, sweep={**GRID, "max_parallel": 2}))
+    assert response.status_code == 201, response.text
+    sweep = response.json()
+    assert (sweep["status"], sweep["size"], sweep["counts"]) == ("queued", 4, {"queued": 4})
+    for member in sweep["members"]:
+        job = api.get(f"/v1/jobs/{member['job_id']}").json()
+        assert job["sweep_id"] == sweep["id"] and job["priority"] == -3
+        assert job["params"] == member["params"]
+        assert job["spec"]["keras"]["learning_rate"] == member["params"]["keras.learning_rate"]
+    listed = api.get("/v1/sweeps").json()["sweeps"]
+    assert [(s["id"], s["counts"]) for s in listed] == [(sweep["id"], {"queued": 4})]
+    assert "members" not in listed[0]
+    assert api.get("/v1/sweeps/99").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("section", "loc", "words"),
+    [
+        ({"parameters": {"keras.lr": [1]}}, ["parameters", "keras.lr"], "not a field of keras"),
+        ({"parameters": {"keras.seed": []}}, ["parameters", "keras.seed", "list"], "at least 1"),
+        (
+            {
+                "search": "random",
+                "samples": 3,
+                "parameters": {"keras.learning_rate": {"low": 1, "high": 0.1}},
+            },
+            ["parameters", "keras.learning_rate", "range"],
+            "above high",
+        ),
+        ({"parameters": {"keras.seed": list(range(501))}}, [], "would make 501 jobs"),
+        (
+            {"search": "list", "points": [{"keras.epochs": 0}]},
+            ["points", "keras.epochs"],
+            "member 1",
+        ),
+    ],
+)
+def test_a_bad_sweep_is_a_422_naming_the_field(api, section, loc, words):
+    response = api.post("/v1/sweeps", json=job_spec(sweep=section))
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "sweep", *loc]
+    assert words in error["msg"]
+    assert api.get("/v1/sweeps").json()["sweeps"] == []
+    assert api.get("/v1/jobs").json()["jobs"] == []
+
+
+def test_a_metric_no_member_reports_is_a_warning_on_the_sweep(api):
+    response = api.post("/v1/sweeps", json=job_spec(sweep={**GRID, "metric": "accuracy"}))
+    assert response.status_code == 201
+    assert "no member reports the metric 'accuracy'" in response.json()["warnings"][0]
+
+
+def test_a_sweep_over_the_owners_queue_quota_stores_nothing(settings):
+    with serving(settings.model_copy(update={"max_jobs_queued": 3}), schedule=False) as api:
+        response = api.post("/v1/sweeps", json=job_spec(sweep=GRID))
+        assert response.status_code == 429
+        assert response.json()["detail"].startswith("member 4 of 4: ")
+        assert api.get("/v1/jobs").json()["jobs"] == []
+        assert api.get("/v1/sweeps").json()["sweeps"] == []
+
+
+def test_an_idempotency_key_replays_the_sweep_a_random_search_included(api):
+    section = {
+        "search": "random",
+        "samples": 3,
+        "parameters": {"keras.learning_rate": {"low": 1e-4, "high": 1e-2, "scale": "log"}},
+    }
+    headers = {"Idempotency-Key": "sweep-1"}
+    first = api.post("/v1/sweeps", json=job_spec(sweep=section), headers=headers)
+    again = api.post("/v1/sweeps", json=job_spec(sweep=section), headers=headers)
+    other = api.post("/v1/sweeps", json=job_spec(sweep=GRID), headers=headers)
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 409)
+    assert again.json()["id"] == first.json()["id"]
+    assert first.json()["spec"]["sweep"]["seed"] is not None  # drawn, and recorded
+    assert len(api.get("/v1/jobs").json()["jobs"]) == 3
+
+
+def test_cancel_and_hold_act_on_queued_members_only(api):
+    sweep = api.post("/v1/sweeps", json=job_spec(sweep=GRID)).json()
+    held = api.post(f"/v1/sweeps/{sweep['id']}/hold").json()
+    assert held["held"] and all(m["held"] for m in held["members"])
+    cancelled = api.post(f"/v1/sweeps/{sweep['id']}/cancel").json()
+    assert (cancelled["status"], cancelled["counts"]) == ("cancelled", {"cancelled": 4})
+    job = api.get(f"/v1/jobs/{sweep['members'][0]['job_id']}").json()
+    assert job["reason"] == "cancelled_by_user"
+    assert job["message"] == f"its sweep {sweep['id']} was cancelled by anonymous"
+    assert api.post(f"/v1/sweeps/{sweep['id']}/release").status_code == 409
+
+
+def test_a_command_sweep_may_not_set_its_own_parameter_variables(api):
+    spec = command_spec("pass")
+    spec["command"]["env"] = {"GPUQ_PARAM_LR": "1"}
+    response = api.post("/v1/sweeps", json={**spec, "sweep": {"parameters": {"lr": [1, 2]}}})
+    assert response.status_code == 422
+    assert "GPUQ_PARAM_LR" in response.json()["detail"][0]["msg"]
