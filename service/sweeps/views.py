@@ -69,7 +69,8 @@ def detail(db: Database, sweep: Sweep) -> SweepPublic:
         top = table[0]
         best = SweepBest(job_id=top.job_id, params=rows[top.job_id].params or {}, value=top.best)
     tally = reads.tallies(db, [sweep.id])[sweep.id]
-    head = summary(sweep, tally, _unreported(metric, epochs, tally))
+    said = any(w.startswith("no member reports the metric") for w in sweep.warnings)
+    head = summary(sweep, tally, [] if said else _unreported(metric, epochs, tally))
     return SweepPublic(**dict(head), best=best, members=members)
 
 
@@ -92,14 +93,15 @@ def _member(row: Any, standing: leaderboard.Standing) -> SweepMember:
 
 
 def _unreported(metric: str | None, epochs: dict[int, Any], tally: Tally) -> list[str]:
-    """A metric that members report epochs without: said once a member has ended."""
+    """A metric no member reported: said once a member has ended."""
     ended = sum(tally.states[s] for s in ("succeeded", "failed", "cancelled", "timed_out"))
-    if metric is None or not epochs or not ended or leaderboard.reported(epochs, metric):
+    if metric is None or not ended or leaderboard.reported(epochs, metric):
         return []
     names = sorted({n for own in epochs.values() for values in own.values() for n in values})
+    said = f"they report {', '.join(names)}" if names else "they report no epoch metrics"
     return [
-        f"no member has reported the metric {metric!r} yet (they report "
-        f"{', '.join(names)}): the leaderboard ranks nothing and early stopping never acts"
+        f"no member has reported the metric {metric!r} yet ({said}): the leaderboard ranks "
+        "nothing and early stopping never acts"
     ]
 
 

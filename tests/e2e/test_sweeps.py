@@ -165,7 +165,7 @@ def test_a_restart_in_the_middle_loses_no_member_and_the_sweep_goes_on(settings)
     spec = {
         **command_spec(code, gpus=1),
         "name": "restart",
-        "sweep": {"parameters": {"n": [1, 2, 3, 4]}, "max_parallel": 1},
+        "sweep": {"parameters": {"n": [1, 2, 3, 4]}, "max_parallel": 1, "metric": "loss"},
     }
     with serving(settings) as client:
         sweep = submit(client, spec)
@@ -179,3 +179,8 @@ def test_a_restart_in_the_middle_loses_no_member_and_the_sweep_goes_on(settings)
     assert done["counts"] == {"succeeded": 4}
     assert [f"n is {n}" in log for n, log in zip([1, 2, 3, 4], logs, strict=True)] == [True] * 4
     assert most_at_once(jobs) == 1
+    # The program reports no metric: the sweep says so once a member has ended.
+    assert done["warnings"] == [
+        "no member has reported the metric 'loss' yet (they report no epoch metrics): the "
+        "leaderboard ranks nothing and early stopping never acts"
+    ]
