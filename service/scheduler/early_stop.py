@@ -37,8 +37,10 @@ class EarlyStopper:
         books = self.books
         if not books.running:
             return
+        # The members that may be judged (running, not being stopped already, with an epoch
+        # reported), each with its newest epoch's row.
         query = (
-            select(JOB.c.sweep_id, func.max(METRIC.c.id))
+            select(JOB.c.sweep_id, JOB.c.id, func.max(METRIC.c.id))
             .join(METRIC, METRIC.c.job_id == JOB.c.id)
             .where(
                 JOB.c.id.in_(list(books.running)),
@@ -47,28 +49,32 @@ class EarlyStopper:
                 JOB.c.stop_sent_at.is_(None),
                 METRIC.c.step == 0,
             )
-            .group_by(JOB.c.sweep_id)
+            .group_by(JOB.c.sweep_id, JOB.c.id)
         )
         with books.db.read() as session:
-            newest = dict(session.connection().execute(query).all())
+            rows = session.connection().execute(query).all()
+        judged: dict[int, set[int]] = {}
+        newest: dict[int, int] = {}
+        for sweep_id, job_id, row in rows:
+            judged.setdefault(sweep_id, set()).add(job_id)
+            newest[sweep_id] = max(row, newest.get(sweep_id, row))
         for sweep_id, row in newest.items():
             if self._seen.get(sweep_id) == row:
                 continue
             self._seen[sweep_id] = row
             try:
-                self._judge(sweep_id)
+                self._judge(sweep_id, judged[sweep_id])
             except Exception:
                 log.exception("sweep %d: could not judge its members; the rest go on", sweep_id)
 
-    def _judge(self, sweep_id: int) -> None:
+    def _judge(self, sweep_id: int, running: set[int]) -> None:
+        """Stops those of `running` (members of the sweep) its rule finds hopeless."""
         books = self.books
         sweep = reads.get_sweep(books.db, sweep_id)
         section = SweepSpec.model_validate(sweep.spec).sweep
         rule, metric = section.early_stopping, section.metric
         if rule is None or metric is None:
             return
-        members = reads.members(books.db, sweep_id)
-        running = {m.id for m in members if m.status in ACTIVE and m.id in books.running}
         epochs = reads.member_epochs(books.db, sweep_id)
         histories = {job_id: history(own, metric) for job_id, own in epochs.items()}
         verdicts = hopeless(
