@@ -1,7 +1,6 @@
 """`gpuq sweep submit|ls|show|cancel|hold|release`, the leaderboard table, and following a
 sweep to its end (`gpuq run --sweep` in the foreground)."""
 
-import json
 import signal
 import time
 from collections.abc import Sequence
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from gpuq.contract.sweep import param_text
 from gpuq.http import Client
 from service.cli import follow as following
 from service.cli import tables
@@ -139,7 +139,7 @@ def summary_text(sweep: dict[str, Any]) -> str:
 
 def params_text(params: dict[str, Any]) -> str:
     """`lr=0.001 bs=32`: values as the member's argv got them."""
-    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in params.items())
+    return " ".join(f"{k}={param_text(v)}" for k, v in params.items())
 
 
 def leaderboard_table(sweep: dict[str, Any]) -> Table:
@@ -155,7 +155,7 @@ def leaderboard_table(sweep: dict[str, Any]) -> Table:
             (
                 m["rank"] if m["rank"] is not None else "-",
                 m["job_id"],
-                *(v if isinstance(v, str) else json.dumps(v) for v in values),
+                *(param_text(v) for v in values),
                 tables.state(m["status"]),
                 m["reason"] or "",
                 m["epochs"],

@@ -11,7 +11,7 @@ reason for the ones that wait, and takes back those gpuq ended while they waited
 import logging
 from collections import Counter
 
-from sqlmodel import Session, col, or_, select
+from sqlmodel import col, or_, select
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
@@ -19,10 +19,10 @@ from service.executors import LaunchError, QueueingExecutor
 from service.gpus import maintenance
 from service.jobs import writes
 from service.scheduler.running import Books, MemoryRecord, Running
-from service.scheduler.snapshot import failed_dependency, not_yet
+from service.scheduler.snapshot import failed_dependency, max_parallel, not_yet
 from service.scheduler.starting import device_plan, launch, new_launch
 from service.store.db import utcnow
-from service.store.tables import Job, Sweep
+from service.store.tables import Job
 from service.team.audit import record
 from service.team.users import SCHEDULER
 
@@ -81,7 +81,7 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
         ).all()
         box = next((d for d in maintenance.drains(session) if d.gpu is None), None)
         sweeps = {job.sweep_id for job in queued if job.sweep_id is not None}
-        parallel = _max_parallel(session, sweeps) if sweeps else {}
+        parallel = max_parallel(session.connection(), sweeps) if sweeps else {}
     gpus_held = Counter[str]()
     members = Counter[int]()  # sweep → its members handed over or running
     for owner, count, sweep_id in holding:
@@ -127,16 +127,6 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
             if job.sweep_id is not None:
                 members[job.sweep_id] += 1
     _record_waits(books, {i: (why, None) for i, why in reasons.items()}, queued)
-
-
-def _max_parallel(session: Session, sweeps: set[int]) -> dict[int | None, int]:
-    """Each of these sweeps' `max_parallel`, where it has one."""
-    rows = session.exec(
-        select(Sweep.id, Sweep.max_parallel).where(
-            col(Sweep.id).in_(sweeps), col(Sweep.max_parallel).isnot(None)
-        )
-    )
-    return {sweep_id: most for sweep_id, most in rows if most is not None}
 
 
 def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, ...]) -> bool:

@@ -153,15 +153,20 @@ def _recent() -> Select[Any]:
     )
 
 
-def _sweeps(connection: Connection, ids: set[int]) -> tuple[dict[int, int], dict[int, int]]:
-    """The `max_parallel` of each of these sweeps that has one, and how many of its
-    members run."""
+def max_parallel(connection: Connection, ids: set[int]) -> dict[int, int]:
+    """The `max_parallel` of each of these sweeps that has one."""
     limits = connection.execute(
         select(SWEEP.c.id, SWEEP.c.max_parallel).where(
             SWEEP.c.id.in_(ids), SWEEP.c.max_parallel.is_not(None)
         )
     )
-    found = {sweep_id: most for sweep_id, most in limits}
+    return {sweep_id: most for sweep_id, most in limits}
+
+
+def _sweeps(connection: Connection, ids: set[int]) -> tuple[dict[int, int], dict[int, int]]:
+    """The `max_parallel` of each of these sweeps that has one, and how many of its
+    members run."""
+    found = max_parallel(connection, ids)
     if not found:
         return {}, {}
     running = connection.execute(

@@ -17,6 +17,8 @@ from service.errors import Invalid
 
 Point = dict[str, JsonValue]
 Loc = tuple[str | int, ...]
+#: how the warning about a metric builtin members do not report begins
+UNREPORTED = "no member reports the metric"
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,6 @@ def _metric_warnings(specs: Sequence[JobSpec], metric: str) -> list[str]:
     if metric in known:
         return []
     return [
-        f"no member reports the metric {metric!r} (they report {', '.join(sorted(known))}): "
+        f"{UNREPORTED} {metric!r} (they report {', '.join(sorted(known))}): "
         "the leaderboard ranks nothing and early stopping never acts"
     ]

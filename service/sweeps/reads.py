@@ -88,6 +88,17 @@ class Tally:
     finished_at: datetime | None = None
 
 
+def tally_of(members: Sequence[Any]) -> Tally:
+    """The counts of a sweep whose members (rows of `MEMBER_COLUMNS`) are already read."""
+    tally = Tally()
+    for row in members:
+        tally.states[JobStatus(row.status).value] += 1
+        tally.started += row.started_at is not None
+        if row.finished_at is not None:
+            tally.finished_at = max(row.finished_at, tally.finished_at or row.finished_at)
+    return tally
+
+
 def tallies(db: Database, sweep_ids: Sequence[int]) -> dict[int, Tally]:
     """Each sweep's members counted, in one query for all of them."""
     if not sweep_ids:

@@ -3,6 +3,7 @@
 
 from typing import Any
 
+from gpuq.contract.states import TERMINAL
 from gpuq.contract.sweep import SweepSpec
 from service.public import (
     SweepBest,
@@ -15,6 +16,7 @@ from service.public import (
 from service.store.db import Database
 from service.store.tables import Sweep
 from service.sweeps import leaderboard, reads
+from service.sweeps.expand import UNREPORTED
 from service.sweeps.reads import Tally
 
 
@@ -68,8 +70,8 @@ def detail(db: Database, sweep: Sweep) -> SweepPublic:
     if table and table[0].best is not None:
         top = table[0]
         best = SweepBest(job_id=top.job_id, params=rows[top.job_id].params or {}, value=top.best)
-    tally = reads.tallies(db, [sweep.id])[sweep.id]
-    said = any(w.startswith("no member reports the metric") for w in sweep.warnings)
+    tally = reads.tally_of(list(rows.values()))
+    said = any(w.startswith(UNREPORTED) for w in sweep.warnings)
     head = summary(sweep, tally, [] if said else _unreported(metric, epochs, tally))
     return SweepPublic(**dict(head), best=best, members=members)
 
@@ -94,7 +96,7 @@ def _member(row: Any, standing: leaderboard.Standing) -> SweepMember:
 
 def _unreported(metric: str | None, epochs: dict[int, Any], tally: Tally) -> list[str]:
     """A metric no member reported: said once a member has ended."""
-    ended = sum(tally.states[s] for s in ("succeeded", "failed", "cancelled", "timed_out"))
+    ended = sum(tally.states[s.value] for s in TERMINAL)
     if metric is None or not ended or leaderboard.reported(epochs, metric):
         return []
     names = sorted({n for own in epochs.values() for values in own.values() for n in values})
