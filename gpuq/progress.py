@@ -39,6 +39,8 @@ class GpuqProgress(keras.callbacks.Callback):
         #: set from a SIGTERM handler; training stops after the current batch
         self.stop_requested = False
         self.stopped_early = False
+        #: the stop came before the epoch's last batch: that epoch is not reported as done
+        self.epoch_cut_short = False
         self._last_emit = 0.0
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
@@ -60,17 +62,25 @@ class GpuqProgress(keras.callbacks.Callback):
         self._epoch_t0 = time.monotonic()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        if self.stop_requested:
-            self.model.stop_training = True
-            self.stopped_early = True
         now = time.monotonic()
         step = batch + 1
+        if self.stop_requested and not self.stopped_early:
+            self.model.stop_training = True
+            self.stopped_early = True
+            self.epoch_cut_short = self.steps is None or step < self.steps
         if self._first_step or now - self._last_emit >= self.step_interval_s:
             self._first_step = False
             self._last_emit = now
             self._emit(Event.step, step, now, logs)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.epoch_cut_short:
+            if self.echo:
+                print(
+                    f"gpuq: epoch {self.epoch} was cut short by the stop: not counted as done",
+                    flush=True,
+                )
+            return
         now = time.monotonic()
         self._emit(Event.epoch, self.steps, now, logs)
         if self.echo:

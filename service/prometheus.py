@@ -2,10 +2,11 @@
 each scrape (so every API process answers the same), plus the scheduler's histograms
 when this process schedules. Units are Prometheus's: bytes and seconds."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func
 from sqlmodel import col, select
@@ -17,7 +18,7 @@ from service.executors import LocalExecutor
 from service.public import GpuNodePublic, GpuPublic, readable_progress
 from service.runtime import Service
 from service.store.db import utcnow
-from service.store.tables import Job
+from service.store.tables import Job, UsageTotal
 
 MIB = 1024 * 1024
 
@@ -43,6 +44,9 @@ class GpuqCollector(Collector):
                 .group_by(Job.reason)
             ).all()
             active = session.exec(select(Job).where(col(Job.status).in_(ACTIVE))).all()
+            # In the same snapshot as `active`: an attempt that ends moves from one to the
+            # other, never counted twice nor missed.
+            ended_gpu_s = dict(session.exec(select(UsageTotal.owner, UsageTotal.gpu_seconds)).all())
         by_state = GaugeMetricFamily("gpuq_jobs", "Jobs in each state.", labels=["state"])
         for state in JobStatus:
             by_state.add_metric([state.value], counts.get(state, 0))
@@ -99,6 +103,7 @@ class GpuqCollector(Collector):
             if progress.samples_per_s is not None:
                 speed.add_metric(key, progress.samples_per_s)
         yield from (peak, cap, off_gpu, idle, fraction, speed)
+        yield _gpu_seconds(ended_gpu_s, active, now)
 
     def _gpus(self) -> Iterator[Metric]:
         try:
@@ -157,6 +162,24 @@ class GpuqCollector(Collector):
         pids = [p for s in standbys for p in (s.runner_pid, s.worker_pid) if p is not None]
         memory.add_metric([], sum(resident_bytes(pid) or 0 for pid in pids))
         yield from (count, memory)
+
+
+def _gpu_seconds(ended: dict[str, float], active: Sequence[Job], now: datetime) -> Metric:
+    """Each owner's GPU-seconds: every ended attempt's (the `usage_total` rollup), and the
+    running ones' so far."""
+    used = dict(ended)
+    for job in active:
+        if job.started_at is not None and job.gpu_count:
+            held = max(0.0, (now - job.started_at).total_seconds())
+            used[job.owner] = used.get(job.owner, 0.0) + job.gpu_count * held
+    counter = CounterMetricFamily(
+        "gpuq_gpu_seconds",
+        "GPUs held times seconds held, per owner: attempts that ended and jobs running now.",
+        labels=["owner"],
+    )
+    for owner, seconds in sorted(used.items()):
+        counter.add_metric([owner], seconds)
+    return counter
 
 
 def _nodes(nodes: list[GpuNodePublic]) -> Iterator[Metric]:

@@ -11,7 +11,10 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from gpuq.contract.sweep import SweepSpec
 from service.gpus.states import GpuState
+from service.store.db import utcnow
 from service.store.tables import Job
+from service.usage.efficiency import EFFICIENCY_FIELDS, efficiency
+from service.usage.public import Efficiency
 
 
 class Progress(BaseModel):
@@ -37,6 +40,14 @@ class AttemptPublic(BaseModel):
     exit_code: int | None = _d("Its exit code, if it exited.")
     last_epoch: int | None = _d("The last epoch it reported.")
     finished_at: datetime = _d("When it ended (UTC).")
+    preempted_by: int | None = PydanticField(
+        None, description="The job whose start preempted it (reason `preempted`)."
+    )
+    lost_s: float | None = PydanticField(
+        None,
+        description="Seconds of its work no later attempt builds on: since its last epoch's "
+        "checkpoint (or its start), for an attempt preempted or retried.",
+    )
 
 
 class JobEvent(BaseModel):
@@ -159,6 +170,35 @@ class JobPublic(JobEvent):
     params: dict[str, Any] | None = _d(
         "A sweep member's parameters (its environment has each as `GPUQ_PARAM_<NAME>`)."
     )
+    preemptions: int = _d(
+        "How many times a more urgent job preempted it (GPUQ_PREEMPT); each attempt it lost "
+        "is in `previous_attempts` with reason `preempted`."
+    )
+    preempted_by: int | None = _d("The job that preempted it last; null if none did.")
+    efficiency: Efficiency | None = PydanticField(
+        None,
+        description="How it used what it asked for, as Slurm's `seff` tells it: GPU memory "
+        "peak against its cap (and the cap to ask for), GPU utilisation, time against its "
+        "limit; null until it starts.",
+    )
+
+    @classmethod
+    def of(cls, job: Job | Mapping[str, Any]) -> Self:
+        """From a loaded job, or from its row as read without the ORM, with its efficiency."""
+        public = super().of(job)
+        if isinstance(job, Mapping):
+            fields = {name: job.get(name) for name in EFFICIENCY_FIELDS}
+        else:
+            fields = {name: getattr(job, name, None) for name in EFFICIENCY_FIELDS}
+        public.efficiency = efficiency(fields, utcnow())
+        return public
+
+
+class VictimPublic(BaseModel):
+    job_id: int = _d("The running job that would be preempted.")
+    owner: str = _d("Its owner.")
+    priority: int = _d("Its priority, lower than the waiting job's.")
+    loses_s: float = _d("Seconds of its work since its last checkpoint, which it would redo.")
 
 
 class Preview(BaseModel):
@@ -167,6 +207,10 @@ class Preview(BaseModel):
     memory_mb: int | None = _d("Per-GPU cap in MiB; null for whole GPUs.")
     wait_reason: str | None = _d("Why it would wait, if it would.")
     jobs_ahead: int = _d("Queued jobs that would be considered before it.")
+    would_preempt: list[VictimPublic] = PydanticField(
+        default_factory=list,
+        description="Running jobs it would stop to start now (GPUQ_PREEMPT=priority).",
+    )
 
 
 class AuditPublic(BaseModel):

@@ -78,6 +78,24 @@ class Settings(BaseSettings):
         description="The most members one sweep may make; a larger sweep gets 422 saying how "
         "many it would make.",
     )
+    preempt: Literal["off", "priority"] = Field(
+        "off",
+        description="`priority`: a queued job that cannot start may stop preemptible running "
+        "jobs of lower priority, which save and go back to the queue to resume. `off`: a "
+        "started job keeps its GPUs until it ends. Ignored under GPUQ_EXECUTOR=slurm (Slurm "
+        "preempts there).",
+    )
+    preempt_min_run_s: float = Field(
+        300.0,
+        ge=0,
+        description="A job that has run less than this (its current attempt) is not "
+        "preempted: it has barely started, and stopping it would only thrash.",
+    )
+    preempt_max_times: int = Field(
+        3,
+        ge=0,
+        description="A job preempted this many times is not preempted again: it may finish.",
+    )
     warm_workers: int = Field(
         1,
         ge=0,

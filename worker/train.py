@@ -108,11 +108,10 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
     # Progress first: an epoch is reported before it is checkpointed, so a retry that
-    # resumes after the checkpoint never skips an epoch's metrics. The checkpoint before
-    # is kept beside it (`.bkp`), for when a kill cuts a checkpoint's writing short.
-    backup = keras.callbacks.BackupAndRestore(
-        str(run.checkpoints), save_freq="epoch", delete_checkpoint=False, double_checkpoint=True
-    )
+    # resumes after the checkpoint never skips an epoch's metrics.
+    from worker.checkpoints import Checkpoints
+
+    backup = Checkpoints(run.checkpoints, cut_short=lambda: progress.epoch_cut_short)
     # Per epoch only: a per-batch summary would cost every step a write.
     tensorboard = keras.callbacks.TensorBoard(
         str(run.tensorboard), write_graph=False, profile_batch=0, update_freq="epoch"

@@ -69,10 +69,12 @@ def classify(
     time_limit_s: float | None,
     builtin: bool = True,
     log_tail: Sequence[str] = (),
+    preempted_by: int | None = None,
 ) -> Outcome:
     """Judges a job from the runner's `exit.json`, the words left about its end (`detail`:
     the training process's `failed` event, or the scheduler's over-cap kill), whether the
-    scheduler stopped it, and (for a user's own program) its last log lines.
+    scheduler stopped it (for `preempted_by`, when preempted), and (for a user's own
+    program) its last log lines.
 
     Exit codes mean something only for gpuq's own training process (`builtin`); a user's
     program may use any code."""
@@ -93,6 +95,14 @@ def classify(
     if stop_reason == Reason.early_stopped:
         said = detail or "stopped early: its sweep's stopping rule found it trailing the others"
         return Outcome(JobStatus.cancelled, Reason.early_stopped, said, code)
+    if stop_reason == Reason.preempted and code != 0:
+        return Outcome(
+            JobStatus.queued,
+            Reason.preempted,
+            f"preempted by job {preempted_by}, which needed its GPUs; it is queued again and "
+            "resumes from its last checkpoint",
+            code,
+        )
     if stop_reason == Reason.cancelled_by_user:
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code

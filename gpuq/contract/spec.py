@@ -349,6 +349,14 @@ class SlurmOptions(StrictModel):
     )
 
 
+def may_be_preempted(kind: str, preemptible: bool | None) -> bool:
+    """Whether a job of `kind` whose spec says `preemptible` may be preempted: keras jobs
+    unless they say no, command jobs only if they say yes, sessions never."""
+    if kind == "session":
+        return False
+    return preemptible if preemptible is not None else kind == "keras"
+
+
 class JobSpec(StrictModel):
     name: str = Field(
         "job", min_length=1, max_length=128, pattern=r"^[\w.\- ]+$", description="A label."
@@ -410,6 +418,18 @@ class JobSpec(StrictModel):
         "(a crash, a signal, a lost worker), with growing back-off. Keras jobs resume from "
         "their last completed epoch.",
     )
+    preemptible: bool | None = Field(
+        None,
+        description="Whether a more urgent job may stop this one and queue it again to resume "
+        "(when the site sets GPUQ_PREEMPT). Default: true for keras jobs, which resume from "
+        "their last epoch; false for command jobs, whose program must promise to save on "
+        "SIGTERM and resume from what it saved. A session is never preempted.",
+    )
+
+    @property
+    def may_be_preempted(self) -> bool:
+        """Whether this job may be preempted, its kind's default applied."""
+        return may_be_preempted(self.kind, self.preemptible)
 
     @model_validator(mode="after")
     def _check_kind(self) -> "JobSpec":
@@ -421,5 +441,10 @@ class JobSpec(StrictModel):
         if self.kind == "session" and self.max_retries:
             raise ValueError(
                 "a session is not retried: its terminal is gone; leave out max_retries"
+            )
+        if self.kind == "session" and self.preemptible:
+            raise ValueError(
+                "a session is never preempted: its terminal cannot wait in the queue; leave "
+                "out preemptible"
             )
         return self

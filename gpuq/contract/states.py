@@ -30,6 +30,9 @@ class Reason(StrEnum):
     idle = "idle"  #: held its GPUs without training (the idle rule, a hung step)
     terminal_closed = "terminal_closed"  #: a session's terminal went away, ending it
     early_stopped = "early_stopped"  #: its sweep's stopping rule found it hopeless
+    #: an attempt stopped for a more urgent job; the job was queued again to resume (only
+    #: ever an earlier attempt's reason: the job itself never ends preempted)
+    preempted = "preempted"
 
 
 TERMINAL = frozenset(

@@ -19,6 +19,7 @@ from service.api.routes import (
     jobs,
     sweeps,
     terminal,
+    usage,
     webhooks,
 )
 from service.runtime import Service
@@ -58,6 +59,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         audit,
         health,
         dashboard,
+        usage,
         webhooks,
     )
     for module in routers:

@@ -24,6 +24,7 @@ from service.cli import (
     run,
     serve,
     sweeps,
+    usage,
     users,
     webhook,
 )
@@ -82,6 +83,7 @@ def build_app() -> typer.Typer:
     app.command("artifacts")(artifacts.artifacts)
     app.command("audit")(audit.audit)
     app.command("webhook")(webhook.webhook)
+    app.command("usage")(usage.usage)
     app.add_typer(sweeps.app)
     app.add_typer(gpus.app)
     app.add_typer(users.app)

@@ -53,6 +53,8 @@ def preview_text(preview: dict[str, Any]) -> str:
         gpus = preview["assigned_gpus"]
         cap = f", {preview['memory_mb']} MiB each" if preview.get("memory_mb") else ""
         return f"would start now on {gpus_text(gpus)}{cap}" if gpus else "would start now (no GPU)"
+    if preview.get("would_preempt"):
+        return str(preview["wait_reason"])  # "would preempt job 7 (...) and start once ..."
     ahead = preview.get("jobs_ahead") or 0
     behind = f" ({ahead} queued job{'' if ahead == 1 else 's'} ahead)" if ahead else ""
     return f"would wait: {preview.get('wait_reason') or 'waiting'}{behind}"

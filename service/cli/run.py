@@ -126,6 +126,14 @@ def run_or_shell(
         list[str] | None,
         typer.Option(metavar="K=V|K", help="Also set K (repeatable); K alone takes yours."),
     ] = None,
+    preemptible: Annotated[
+        bool | None,
+        typer.Option(
+            "--preemptible",
+            help="A more urgent job may stop it (SIGTERM) and queue it again: the program "
+            "saves on SIGTERM and resumes from GPUQ_CHECKPOINT_DIR.",
+        ),
+    ] = None,
     sweep: Annotated[
         list[str] | None,
         typer.Option(
@@ -205,6 +213,7 @@ def run_or_shell(
         not_before=not_before,
         idle_exempt=idle_exempt,
         env=env or [],
+        preemptible=preemptible,
     )
     try:
         spec = run_spec.build(

@@ -33,6 +33,7 @@ OPTIONS = {
     ("not_before",): "--not-before",
     ("idle_exempt",): "--idle-exempt",
     ("max_retries",): "--retries",
+    ("preemptible",): "--preemptible",
     ("resources", "gpus"): "--gpus",
     ("resources", "gpu_ids"): "--gpu-ids",
     ("resources", "memory_mb"): "--mem",
@@ -66,6 +67,7 @@ class RunOptions:
     not_before: datetime | None = None
     idle_exempt: str | None = None
     env: list[str] = field(default_factory=list)
+    preemptible: bool | None = None
 
 
 def travelling(environ: Mapping[str, str], *, session: bool) -> dict[str, str]:
@@ -142,6 +144,7 @@ def build(
         "not_before": options.not_before.isoformat() if options.not_before else None,
         "idle_exempt": options.idle_exempt,
         "max_retries": options.retries,
+        "preemptible": options.preemptible,
     }
     spec = {k: v for k, v in spec.items() if v is not None}
     try:

@@ -14,6 +14,8 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from service.usage.efficiency import duration
+
 #: Rich styles of job and GPU states in a terminal.
 STYLES = {
     "queued": "yellow",
@@ -212,6 +214,20 @@ def _progress_details(job: dict[str, Any]) -> str:
     return f"  progress: {progress_text(job)} " + " ".join(e for e in extra if e)
 
 
+def _attempt_line(attempt: dict[str, Any]) -> str:
+    """One earlier attempt: how it ended, and the work it lost."""
+    if attempt.get("reason") == "preempted":
+        by = attempt.get("preempted_by")
+        said = f"preempted by job {by}" if by else "preempted (by Slurm)"
+    else:
+        said = f"{attempt.get('reason') or 'ended'}: {attempt.get('message') or ''}".rstrip(": ")
+    lost = attempt.get("lost_s")
+    redone = ""
+    if lost is not None:
+        redone = f"; {duration(lost) if lost >= 1 else 'under a second'} of work redone"
+    return f"  attempt {attempt['attempt']}: {said}{redone}"
+
+
 def job_summary(job: dict[str, Any]) -> str:
     """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
     reason, times, log tail."""
@@ -242,9 +258,12 @@ def job_summary(job: dict[str, Any]) -> str:
         lines.append(f"  metrics: {metrics}")
     if job.get("gpu_memory_peak_mb") is not None:
         lines.append(f"  GPU memory peak: {job['gpu_memory_peak_mb']} MiB")
+    if (job.get("efficiency") or {}).get("text"):
+        lines.append(f"  efficiency: {job['efficiency']['text']}")
     lines.extend(f"  warning: {warning}" for warning in job.get("warnings") or [])
     if job.get("reason"):
         lines.append(f"  reason: {job['reason']}: {job.get('message') or ''}")
+    lines.extend(_attempt_line(a) for a in job.get("previous_attempts") or [])
     for key in ("created_at", "started_at", "running_at", "finished_at"):
         if job.get(key):
             lines.append(f"  {key.removesuffix('_at')}: {_when(job[key])}")

@@ -33,6 +33,7 @@ OWN_WORDS = frozenset(
         Reason.time_limit,
         Reason.terminal_closed,
         Reason.early_stopped,
+        Reason.preempted,
     }
 )
 #: What the other reasons' messages say in gpuq's words: they may quote the job itself

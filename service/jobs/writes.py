@@ -20,6 +20,7 @@ from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
 from service.store.db import insert as upsert
 from service.store.db import utcnow
 from service.store.tables import Allocation, Job, JobMetric
+from service.usage import ledger
 
 _STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
@@ -38,7 +39,7 @@ def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> b
     statement = (
         update(JOB)
         .where(JOB.c.id == job_id, JOB.c.status.in_(ALLOWED_FROM[to]))
-        .values(status=to, **stamps, **values)
+        .values(status=to, **(stamps | values))  # a stamp in `values` is the caller's
     )
     return session.connection().execute(statement).rowcount == 1
 
@@ -200,6 +201,14 @@ def record_memory(
         _update(session, job_id, **values)
 
 
+def record_utilisation(
+    session: Session, job_id: int, average_pct: float | None, samples: int
+) -> None:
+    """The job's GPUs' average utilisation so far (NVML), over `samples` samples."""
+    if samples and average_pct is not None:
+        _update(session, job_id, gpu_util_avg_pct=round(average_pct, 1), gpu_util_samples=samples)
+
+
 def record_placement_violation(
     session: Session, job_id: int, *, gpu: int, pids: Sequence[int], memory_mb: int, warning: str
 ) -> None:
@@ -239,15 +248,35 @@ def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None
     _update(session, job_id, JOB.c.stop_sent_at.is_(None), **values)
 
 
+def record_preemption(session: Session, job_id: int, by: int) -> bool:
+    """The scheduler is stopping the job (SIGTERM) for job `by`, which needs its GPUs; False
+    if it is being stopped already (for that or another cause)."""
+    return _update(
+        session,
+        job_id,
+        JOB.c.stop_sent_at.is_(None),
+        JOB.c.status.in_(ACTIVE),
+        stop_reason=Reason.preempted,
+        stop_sent_at=utcnow(),
+        preempted_by=by,
+    )
+
+
 # --- finishing -----------------------------------------------------------------------------
 
 
 def finish(session: Session, job_id: int, outcome: Outcome, log_tail: list[str]) -> bool:
-    """Ends the job as `outcome` says and frees its GPUs; False if it had already ended."""
+    """Ends the job as `outcome` says, records its last attempt's usage and frees its GPUs;
+    False if it had already ended."""
+    now = utcnow()
+    ledger.record_attempt(
+        session, job_id, outcome.status.value, outcome.reason, final=True, ended=now
+    )
     ended = transition(
         session,
         job_id,
         outcome.status,
+        finished_at=now,
         reason=outcome.reason,
         message=outcome.message,
         exit_code=outcome.exit_code,
@@ -268,10 +297,20 @@ def requeue(
     attempt: int,
     last_epoch: int | None,
     previous_attempts: Sequence[dict[str, Any]],
+    preempted_by: int | None = None,
 ) -> bool:
     """Queues the job again after `delay_s`, recording how attempt `attempt` ended (its
-    last epoch, after `previous_attempts`), and frees its GPUs; False if another writer
-    won."""
+    last epoch, after `previous_attempts`; the job that preempted it, for one preempted) and
+    its usage, and frees its GPUs; False if another writer won."""
+    preempted = outcome.reason == Reason.preempted
+    lost_s = ledger.record_attempt(
+        session,
+        job_id,
+        "preempted" if preempted else "retried",
+        outcome.reason,
+        final=False,
+        preempted_by=preempted_by,
+    )
     record = {
         "attempt": attempt,
         "reason": outcome.reason,
@@ -279,17 +318,25 @@ def requeue(
         "exit_code": outcome.exit_code,
         "last_epoch": last_epoch,
         "finished_at": utcnow().isoformat(),
+        "preempted_by": preempted_by,
+        "lost_s": None if lost_s is None else round(lost_s, 1),
     }
+    retry_at = utcnow() + timedelta(seconds=delay_s)
+    if preempted:
+        why = f"queued again: {outcome.message}"
+    else:
+        why = (
+            f"retrying in {delay_s:g} s: attempt {attempt} failed "
+            f"({outcome.reason}: {outcome.message})"
+        )
     queued = transition(
         session,
         job_id,
         JobStatus.queued,
         previous_attempts=[*previous_attempts, record],
-        retry_at=utcnow() + timedelta(seconds=delay_s),
-        wait_reason=(
-            f"retrying in {delay_s:g} s: attempt {attempt} failed "
-            f"({outcome.reason}: {outcome.message})"
-        ),
+        retry_at=retry_at,
+        queued_at=retry_at,
+        wait_reason=why,
         assigned_gpus=[],
         reason=None,
         message=None,
@@ -300,6 +347,8 @@ def requeue(
         runner_pid=None,
         executor_job_id=None,
         log_tail=log_tail,
+        preemptions=JOB.c.preemptions + (1 if preempted else 0),
+        preempted_by=preempted_by if preempted else JOB.c.preempted_by,
     )
     free_allocations(session, job_id)
     return queued

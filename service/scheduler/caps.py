@@ -45,7 +45,16 @@ class CapGuard:
     ) -> None:
         """Judges one running job by the sample: `mine`, its processes' usage."""
         busy = [readings[i].utilization_pct for i in running.gpus if i in readings]
-        running.memory.util_pct = max((u for u in busy if u is not None), default=None)
+        known = [u for u in busy if u is not None]
+        running.memory.util_pct = max(known, default=None)
+        if running.memory.sample_utilisation(known):
+            with self.books.db.write() as session:
+                writes.record_utilisation(
+                    session,
+                    running.job_id,
+                    running.memory.util_avg_pct,
+                    running.memory.util_samples,
+                )
         for u in mine:
             running.memory.pids.setdefault(u.gpu_index, set()).update(u.pids)
         off = [u for u in mine if u.gpu_index not in running.gpus]

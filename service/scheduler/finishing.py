@@ -48,6 +48,8 @@ _JUDGED = (
     JOB.c.spec,
     JOB.c.progress,
     JOB.c.previous_attempts,
+    JOB.c.preempted_by,
+    JOB.c.preemptions,
 )
 
 
@@ -131,12 +133,15 @@ def finish_job(
     caller's write transaction (`tail`: its log's last lines); the outcome, and the seconds
     until its retry (None: none)."""
     outcome = judge(exit, job, tail)
+    memory = running.memory
+    writes.record_utilisation(session, running.job_id, memory.util_avg_pct, memory.util_samples)
     if outcome.status == JobStatus.succeeded:
         tail = []
     if outcome.status == JobStatus.queued:  # preempted: no failure, so no retry counts
         retry_in: float | None = 0.0
     else:
-        retry_in = retry_delay(outcome, job.attempt, job.spec, books.settings)
+        failures = job.attempt - job.preemptions
+        retry_in = retry_delay(outcome, failures, job.spec, books.settings)
     if retry_in is None:
         writes.finish(session, running.job_id, outcome, tail)
     else:
@@ -149,6 +154,7 @@ def finish_job(
             attempt=job.attempt,
             last_epoch=readable_progress(job.progress).epoch,
             previous_attempts=job.previous_attempts,
+            preempted_by=job.preempted_by if outcome.reason == Reason.preempted else None,
         )
     start_draining(books, session, running)
     return outcome, retry_in
@@ -169,6 +175,7 @@ def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
         time_limit_s=job.spec.get("time_limit_s"),
         builtin=job.spec.get("kind") == "keras",
         log_tail=tail,
+        preempted_by=job.preempted_by,
     )
 
 

@@ -6,8 +6,9 @@
 judges the jobs that exited; `stop early` (early_stop.py) stops the sweep members their
 sweep's rule finds hopeless; `enforce` (enforce.py, caps.py) applies memory caps, cancels
 and time limits; `drain` (drain.py) frees GPUs once a finished job has really let go;
-`place` (place.py, starting.py) plans the queue and starts what fits. Where a placed job
-runs is the executor's business (`service.executors`).
+`place` (place.py, starting.py) plans the queue and starts what fits, and under
+`GPUQ_PREEMPT` preempts for the first job that cannot (preempt.py, preemption.py). Where
+a placed job runs is the executor's business (`service.executors`).
 
 With many short jobs the scheduler's time goes to commits, so what happens for every job
 is written once per step: `place` starts all it places in one transaction
@@ -69,6 +70,12 @@ class Scheduler:
         executor: Executor | None = None,
     ) -> None:
         executor = executor or LocalExecutor(settings.runs_dir)
+        if isinstance(executor, QueueingExecutor) and settings.preempt != "off":
+            log.warning(
+                "GPUQ_PREEMPT=%s is ignored under an executor with a queue of its own: its "
+                "own preemption (Slurm's PreemptMode=REQUEUE) is the path there",
+                settings.preempt,
+            )
         self.books = Books(db, settings, gpus, executor)
         self.caps = CapGuard(self.books)
         self.placer = Placer(self.books)
@@ -161,7 +168,12 @@ class Scheduler:
                 job_id=job.id,
                 run=books.executor.run_dir(job.id, job.attempt),
                 gpus=list(job.assigned_gpus),
-                memory=MemoryRecord(job.memory_mb, job.gpu_memory_peak_mb or 0),
+                memory=MemoryRecord(
+                    job.memory_mb,
+                    job.gpu_memory_peak_mb or 0,
+                    util_avg_pct=job.gpu_util_avg_pct,
+                    util_samples=job.gpu_util_samples,
+                ),
                 offset=job.events_offset,
                 # Idle again only after a full GPUQ_IDLE_AFTER_S seen by this scheduler.
                 activity=Activity(

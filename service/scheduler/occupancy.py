@@ -12,6 +12,8 @@ class GpuSlot:
     foreign_mb: int = 0  #: memory held by processes gpuq did not start
     #: why nothing may be placed here (draining, quarantined, drained for maintenance)
     unavailable: str | None = None
+    #: unavailable only until the job that ended here has let go (free in seconds)
+    draining: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,11 @@ class Occupancy:
             return h.ends_at > ended if h.ends_at is not None else ended != math.inf
 
         kept = [c for claims in self.claims_on.values() for c in claims if stays(c)]
+        return Occupancy(list(self.gpus.values()), kept)
+
+    def without_jobs(self, job_ids: set[int]) -> "Occupancy":
+        """This occupancy once these jobs have given their GPUs back."""
+        kept = [c for claims in self.claims_on.values() for c in claims if c.job_id not in job_ids]
         return Occupancy(list(self.gpus.values()), kept)
 
     def describe(self, index: int) -> str:

@@ -4,12 +4,15 @@ transaction (`starting.batch`). Also the dry run."""
 
 import time
 
+from sqlmodel import Session
+
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import Reason
 from service.jobs import writes
-from service.public import Preview
-from service.scheduler import snapshot
+from service.public import Preview, VictimPublic
+from service.scheduler import preempt, snapshot
 from service.scheduler.placement import order
+from service.scheduler.preemption import Candidate
 from service.scheduler.queued import PREVIEW_ID, request_for_spec
 from service.scheduler.replan import Replan
 from service.scheduler.running import Books
@@ -54,8 +57,11 @@ class Placer:
         if snap is None:
             return
         result = snap.inputs.plan()
+        preemption = preempt.consider(self.books, snap.inputs, result.head)
         placed = {p.job_id for p in result.placements}
         reasons = {**snap.blocked, **result.waiting}
+        if preemption is not None:
+            reasons[preemption.head] = preemption.why
         waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
         positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
         refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
@@ -68,15 +74,19 @@ class Placer:
             or snap.queued[job_id].queue_position is None
             or (refresh and snap.queued[job_id].queue_position != positions[job_id])
         ]
-        if not (snap.doomed or changes or result.placements):
+        victims = preemption.victims if preemption is not None else ()
+        head = preemption.head if preemption is not None else 0
+        if not (snap.doomed or changes or result.placements or victims):
             return  # nothing to write: no transaction, no commit to wake watchers
         with batch(self.books) as starts:
             for job_id, why in snap.doomed.items():
                 message = f"will never start: {why}"
                 writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
                 record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+            stopped = [v for v in victims if _preempt(starts.session, v, head)]
             writes.set_wait_reasons(starts.session, changes)
             starts.start(result.placements)
+        preempt.stop_victims(self.books, head, stopped)
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""
@@ -87,14 +97,42 @@ class Placer:
         ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
         placed = None
         why = snapshot.not_yet(spec.not_before, utcnow()) or snap.drained
+        victims: tuple[Candidate, ...] = ()
         if why is None:
             result = inputs.plan()
             placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
             why = result.waiting.get(PREVIEW_ID)
+            if result.head is not None and result.head.job_id == PREVIEW_ID:
+                victims = preempt.preview(self.books, inputs, result.head)
+        if victims:
+            why = f"would preempt {preempt.listed(victims)} and start once "
+            why += f"{preempt.they(victims)} stopped"
         return Preview(
             would_start=placed is not None,
             assigned_gpus=list(placed.gpu_indices) if placed else [],
             memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
             wait_reason=why,
             jobs_ahead=ahead,
+            would_preempt=[
+                VictimPublic(
+                    job_id=v.job_id, owner=v.owner, priority=v.priority, loses_s=round(v.lost_s)
+                )
+                for v in victims
+            ],
         )
+
+
+def _preempt(session: Session, victim: Candidate, head: int) -> bool:
+    """Records that `victim` is being stopped for job `head` (and audits it); False if it
+    is being stopped already."""
+    if not writes.record_preemption(session, victim.job_id, by=head):
+        return False
+    record(
+        session,
+        SCHEDULER.name,
+        "preempt",
+        f"job/{victim.job_id}",
+        for_job=head,
+        loses_s=round(victim.lost_s, 1),
+    )
+    return True

@@ -63,6 +63,8 @@ Topology = Mapping[tuple[int, int], int]
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     waiting: dict[int, str] = field(default_factory=dict)  #: job id → human reason
+    #: the first GPU job that fits nowhere as the GPUs are now (what preemption serves)
+    head: Request | None = None
 
 
 def order(queue: Sequence[Request], usage: Mapping[str, float] | None = None) -> list[Request]:
@@ -79,7 +81,7 @@ def spread(gpus: Sequence[int], topology: Topology) -> int:
     )
 
 
-def _choose(occupancy: Occupancy, request: Request, topology: Topology) -> tuple[int, ...] | None:
+def choose(occupancy: Occupancy, request: Request, topology: Topology) -> tuple[int, ...] | None:
     if request.gpu_ids is not None:
         ok = all(occupancy.fits(i, request.memory_mb) for i in request.gpu_ids)
         return tuple(request.gpu_ids) if ok else None
@@ -115,7 +117,7 @@ def _wait_reason(occupancy: Occupancy, request: Request) -> str:
 def _reserve(occupancy: Occupancy, request: Request, topology: Topology) -> Reservation:
     ends = sorted({h.ends_at for hs in occupancy.claims_on.values() for h in hs if h.ends_at})
     for ended in [*ends, math.inf]:
-        chosen = _choose(occupancy.without(ended), request, topology)
+        chosen = choose(occupancy.without(ended), request, topology)
         if chosen is not None:
             return Reservation(ended, chosen)
     return Reservation(math.inf, None)
@@ -197,7 +199,7 @@ def plan(
             )
             continue
         shape = (request.gpus, request.memory_mb, request.gpu_ids)
-        chosen = None if shape in unplaceable else _choose(occupancy, request, topology)
+        chosen = None if shape in unplaceable else choose(occupancy, request, topology)
         if chosen is None:
             unplaceable.add(shape)
         ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
@@ -213,7 +215,7 @@ def plan(
                 result.waiting[request.job_id] = f"waiting behind job {head.job_id}, {why}"
                 continue
         elif chosen is None:
-            head = request
+            head = result.head = request
             reservation = _reserve(occupancy, request, topology)
             result.waiting[request.job_id] = _wait_reason(occupancy, request)
             continue

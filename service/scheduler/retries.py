@@ -21,13 +21,14 @@ RETRYABLE = frozenset(
 
 
 def retry_delay(
-    outcome: Outcome, attempt: int, spec: dict[str, Any], settings: Settings
+    outcome: Outcome, failures: int, spec: dict[str, Any], settings: Settings
 ) -> float | None:
-    """Seconds until the attempt after `attempt` of a job with `spec`, or None if this
-    outcome is final."""
+    """Seconds until the next attempt of a job with `spec` whose attempts have failed
+    `failures` times, this one included (preempted attempts are not failures), or None if
+    this outcome is final."""
     if outcome.status != JobStatus.failed or outcome.reason not in RETRYABLE:
         return None
-    if attempt > int(spec.get("max_retries") or 0):
+    if failures > int(spec.get("max_retries") or 0):
         return None
-    delay = settings.retry_backoff_s * 2 ** max(0, attempt - 1)
+    delay = settings.retry_backoff_s * 2 ** max(0, failures - 1)
     return min(delay, settings.retry_backoff_max_s)

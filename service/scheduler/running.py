@@ -10,6 +10,10 @@ from service.scheduler.stats import SchedulerStats
 from service.settings import Settings
 from service.store.db import Database
 
+#: A running job's average GPU utilisation is saved every this many samples (and at its
+#: end), so a restart loses at most these.
+UTIL_SAVE_EVERY = 10
+
 
 @dataclass
 class MemoryRecord:
@@ -23,6 +27,19 @@ class MemoryRecord:
     pids: dict[int, set[int]] = field(default_factory=dict)
     held_mb: int = 0  #: what it held on its GPUs at the last sample
     util_pct: int | None = None  #: its busiest GPU's utilisation then (None: unknown)
+    util_avg_pct: float | None = None  #: its GPUs' average utilisation over the samples
+    util_samples: int = 0
+
+    def sample_utilisation(self, busy: list[int]) -> bool:
+        """Adds a sample of its GPUs' utilisation (one per GPU); True when the average is
+        due to be saved (every `UTIL_SAVE_EVERY` samples)."""
+        if not busy:
+            return False
+        mean = sum(busy) / len(busy)
+        before = (self.util_avg_pct or 0.0) * self.util_samples
+        self.util_samples += 1
+        self.util_avg_pct = (before + mean) / self.util_samples
+        return self.util_samples % UTIL_SAVE_EVERY == 0
 
 
 @dataclass

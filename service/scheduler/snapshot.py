@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Select, Table, bindparam, func, select
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from service.gpus import maintenance
 from service.gpus.registry import GpuRegistry, unavailable
+from service.gpus.states import GpuState
 from service.jobs.writes import JOB, JobRow
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
@@ -79,15 +80,18 @@ def take(
         sweeps = {j.sweep_id for j in queued.values() if j.sweep_id is not None}
         sweep_limits, sweep_running = _sweeps(connection, sweeps) if sweeps else ({}, {})
     foreign = gpus.foreign_mb(job_sessions)
-    slots = [
-        GpuSlot(
-            g.index,
-            g.memory_total_mb,
-            foreign.get(g.index, 0),
-            unavailable(g) or maintenance.gpu_reason(drains.get(g.index)),
+    slots = []
+    for g in stored:
+        drained = maintenance.gpu_reason(drains.get(g.index))
+        slots.append(
+            GpuSlot(
+                g.index,
+                g.memory_total_mb,
+                foreign.get(g.index, 0),
+                unavailable(g) or drained,
+                draining=g.state == GpuState.draining and drained is None,
+            )
         )
-        for g in stored
-    ]
     active = {j.id: j for j in recent if j.status in ACTIVE}
     ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
     claims = [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in allocations]

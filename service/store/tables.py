@@ -88,6 +88,13 @@ class Job(SQLModel, table=True):
     sweep_id: int | None = Field(default=None, index=True)  #: the sweep it is a member of
     #: a sweep member's parameters: name → value (`GPUQ_PARAM_<NAME>` in its environment)
     params: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    #: when its current attempt became free to start: its retry's time (None: `created_at`)
+    queued_at: datetime | None = _utc(default=None)
+    preemptions: int = 0  #: how many times a more urgent job preempted it
+    preempted_by: int | None = None  #: the job that preempted it last
+    #: its GPUs' average utilisation over NVML's samples while it ran (None: none known)
+    gpu_util_avg_pct: float | None = None
+    gpu_util_samples: int = 0
 
 
 class Sweep(SQLModel, table=True):
@@ -124,6 +131,45 @@ class JobMetric(SQLModel, table=True):
     step: int = 0
     values: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))
     recorded_at: datetime = _utc(default_factory=utcnow)
+
+
+class AttemptUsage(SQLModel, table=True):
+    """One ended attempt of a job that held GPUs or a CPU slot: who, how many GPUs, from when
+    to when, how it ended and what of it was lost. Written in the transaction that ends the
+    attempt; `/v1/usage` reads a period of these by `ended_at`."""
+
+    __tablename__ = "attempt_usage"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(index=True)
+    attempt: int
+    owner: str = Field(index=True)
+    gpus: int
+    gpu_indices: list[int] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
+    queued_at: datetime = _utc()
+    started_at: datetime = _utc()
+    ended_at: datetime = _utc(index=True)
+    #: succeeded, failed, cancelled, timed_out, or preempted (queued again)
+    outcome: str
+    reason: str | None = None
+    final: bool  #: the job ended with it (False: it was queued again)
+    gpu_seconds: float
+    #: GPU-seconds of it no later attempt builds on: all of a failed job's last attempt, the
+    #: work since the last checkpoint of an attempt retried or preempted
+    lost_gpu_seconds: float = 0.0
+    preempted_by: int | None = None
+
+
+class UsageTotal(SQLModel, table=True):
+    """Each owner's GPU-seconds over all ended attempts (a rollup of `attempt_usage`, kept
+    in the same transactions): `gpuq_gpu_seconds_total` at a scrape costs one row per owner."""
+
+    __tablename__ = "usage_total"
+
+    owner: str = Field(primary_key=True)
+    gpu_seconds: float = 0.0
 
 
 class Gpu(SQLModel, table=True):

@@ -8,7 +8,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import JobStatus, Reason
 from service.public import JobPublic
 from service.store.db import utcnow
 from service.store.tables import Job, WebhookDelivery
@@ -66,14 +66,24 @@ def has_changes(session: Session, since: int) -> bool:
     return session.exec(_unnotified(since).limit(1)).first() is not None
 
 
+def _event(job: Job) -> str:
+    """The event a job's new status is announced as: `preempted` for a job queued again
+    because a more urgent one took its GPUs, else the status."""
+    last = job.previous_attempts[-1] if job.previous_attempts else {}
+    if job.status == JobStatus.queued and last.get("reason") == Reason.preempted:
+        return "preempted"
+    return job.status.value
+
+
 def queue_changes(session: Session, since: int) -> tuple[int, bool]:
     """Queues a delivery for each job with a webhook whose status changed since its last
     one (at most `BATCH` jobs) and moves its cursor, `notified_status`, to that status.
 
     A job's first `queued` is not announced (its owner just submitted it), but a queued
-    job that ran before (a retry) is. A job that passes through several states between
-    two looks is announced once, in the state it has then; final states stay, so they are
-    never missed. Returns the revision to look after next time, and whether more may wait.
+    job that ran before (a retry) is, and one preempted is announced as `preempted`. A job
+    that passes through several states between two looks is announced once, in the state it
+    has then; final states stay, so they are never missed. Returns the revision to look
+    after next time, and whether more may wait.
     """
     top = latest_revision(session)
     jobs = session.exec(_unnotified(since)).all()
@@ -81,7 +91,7 @@ def queue_changes(session: Session, since: int) -> tuple[int, bool]:
     for job in jobs:
         first_queued = job.status == JobStatus.queued and job.notified_status is None
         if not first_queued:
-            queue_event(session, job, job.status.value)
+            queue_event(session, job, _event(job))
         job.notified_status = job.status.value
         session.add(job)
     if len(jobs) == BATCH:

@@ -2,6 +2,9 @@
 
 GPU memory comes from the NVML stand-in; the job is a real process."""
 
+import time
+from datetime import datetime
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -33,7 +36,8 @@ def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
         queued = submit(client, command_spec(SLEEP.format(0), gpu_ids=[0], memory_mb=7000))
         wait_for(client, job_id, lambda j: j["status"] == "running")
         fake.put(0, train_pid(settings, job_id), 1500)
-        wait_for(client, job_id, lambda j: j["gpu_memory_peak_mb"] == 1500)
+        job = wait_for(client, job_id, lambda j: j["gpu_memory_peak_mb"] == 1500)
+        assert job["efficiency"]["text"].startswith("used 1.5 of 2 GiB requested; ")
         m = scrape(client)
 
         assert m["gpuq_jobs"][(("state", "running"),)] == 1
@@ -60,6 +64,35 @@ def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
         after = scrape(client)
         assert after["gpuq_jobs"][(("state", "cancelled"),)] == 2
         assert job not in after.get("gpuq_job_gpu_memory_peak_bytes", {}), "only active jobs"
+
+
+def test_gpu_seconds_count_running_jobs_so_far_and_ended_attempts_per_owner(client):
+    from sqlmodel import select
+
+    from service.store.tables import UsageTotal
+
+    def gpu_seconds() -> float:
+        return scrape(client)["gpuq_gpu_seconds_total"][(("owner", "anonymous"),)]
+
+    job_id = submit(client, command_spec(SLEEP.format(3), gpus=2))
+    wait_for(client, job_id, lambda j: j["status"] == "running")
+    first = gpu_seconds()
+    time.sleep(0.5)
+    second = gpu_seconds()
+    assert 0 < first < second, "a running job's GPU-seconds grow, two per second"
+    job = wait_for(client, job_id, ended)
+    held = (
+        datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["started_at"])
+    ).total_seconds()
+    after = gpu_seconds()
+    assert after >= second, "a counter never goes down as a job ends"
+    assert after == pytest.approx(2 * held, abs=0.1)
+    with client.app.state.service.db.read() as session:
+        assert session.exec(select(UsageTotal.gpu_seconds)).all() == [after]
+    again = submit(client, command_spec(SLEEP.format(0), gpus=1))
+    wait_for(client, again, ended)
+    assert gpu_seconds() > after
+    assert "# TYPE gpuq_gpu_seconds_total counter" in client.get("/metrics").text
 
 
 def test_metrics_need_a_token_once_users_exist(api, db):

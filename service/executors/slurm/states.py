@@ -68,7 +68,7 @@ ENDINGS: dict[str, tuple[JobStatus, Reason | None, str]] = {
     ),
     "PREEMPTED": (
         JobStatus.queued,
-        None,
+        Reason.preempted,
         "Slurm preempted job {id}; a new attempt resumes from its checkpoint",
     ),
     "CANCELLED": (

@@ -106,3 +106,21 @@ def test_a_session_whose_terminal_went_away_is_cancelled_for_it():
     assert judge({"terminal_closed": True}, stop=Reason.time_limit, limit=2).reason == (
         Reason.time_limit
     )
+
+
+def test_a_preempted_attempt_is_queued_again_naming_the_job_that_needed_its_gpus():
+    for exit_info in ({"exit_code": 75}, {"exit_code": None, "signal": 15}, None):
+        outcome = classify(
+            exit_info=exit_info,
+            detail=None,
+            stop_reason=Reason.preempted,
+            time_limit_s=None,
+            preempted_by=12,
+        )
+        assert (outcome.status, outcome.reason) == (JobStatus.queued, Reason.preempted)
+        assert outcome.message.startswith("preempted by job 12, which needed its GPUs")
+
+
+def test_a_job_that_finished_as_it_was_preempted_succeeded():
+    outcome = judge({"exit_code": 0}, stop=Reason.preempted)
+    assert outcome.status == JobStatus.succeeded

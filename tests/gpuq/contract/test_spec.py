@@ -104,3 +104,16 @@ def test_a_command_job_needs_its_section_and_no_other():
     assert "kind 'command' needs a `command` section" in error_messages(
         {"kind": "command", "resources": {"gpus": 0}}
     )
+
+
+def test_keras_jobs_may_be_preempted_unless_they_say_no_and_commands_only_if_they_say_yes():
+    keras = {"keras": {"model": {"builtin": "mlp"}, "data": {"source": "synthetic"}}}
+    command = {"kind": "command", "command": {"argv": ["python", "train.py"]}}
+    assert JobSpec.model_validate(keras).may_be_preempted
+    assert not JobSpec.model_validate({**keras, "preemptible": False}).may_be_preempted
+    assert not JobSpec.model_validate(command).may_be_preempted
+    assert JobSpec.model_validate({**command, "preemptible": True}).may_be_preempted
+    session = {**command, "kind": "session"}
+    assert not JobSpec.model_validate(session).may_be_preempted
+    with pytest.raises(ValidationError, match="a session is never preempted"):
+        JobSpec.model_validate({**session, "preemptible": True})

@@ -109,6 +109,7 @@ def test_dry_run_says_where_a_job_would_go_and_stores_nothing(api):
         "memory_mb": None,
         "wait_reason": None,
         "jobs_ahead": 0,
+        "would_preempt": [],
     }
     assert api.get("/v1/jobs").json()["jobs"] == []
 

@@ -224,7 +224,7 @@ def test_a_dry_run_says_where_the_job_would_go_and_queues_nothing(api, gpuq, spe
     preview = json.loads(out)
     assert preview["would_start"] is True and len(preview["assigned_gpus"]) == 1
     assert set(preview) == {"would_start", "assigned_gpus", "memory_mb", "wait_reason",
-                            "jobs_ahead"}  # fmt: skip
+                            "jobs_ahead", "would_preempt"}  # fmt: skip
     assert api.get("/v1/jobs").json()["jobs"] == []
 
 

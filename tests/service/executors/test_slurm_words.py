@@ -23,7 +23,7 @@ def test_only_the_first_word_of_a_state_counts():
         ("NODE_FAIL", JobStatus.failed, Reason.worker_lost),
         ("BOOT_FAIL", JobStatus.failed, Reason.worker_lost),
         ("CANCELLED by 0", JobStatus.cancelled, Reason.cancelled_by_user),
-        ("PREEMPTED", JobStatus.queued, None),
+        ("PREEMPTED", JobStatus.queued, Reason.preempted),
     ],
 )
 def test_slurms_own_endings_become_gpuq_reasons(state, status, reason):

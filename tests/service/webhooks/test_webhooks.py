@@ -10,11 +10,13 @@ from datetime import timedelta
 import pytest
 from sqlmodel import col, select
 
+from gpuq.contract.outcome import Outcome
 from gpuq.contract.spec import JobSpec
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import JobStatus, Reason
 from gpuq.http import Client
 from service import jobs
 from service.cli.main import main
+from service.jobs import writes
 from service.jobs.privacy import as_seen_by
 from service.public import JobPublic
 from service.store.db import Database, utcnow
@@ -85,6 +87,49 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body():
 def test_retries_back_off_doubling_up_to_a_cap():
     assert [retry_delay(n, 2.0) for n in range(1, 11)] == [2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
     assert retry_delay(3, 0.2) == pytest.approx(0.8)
+
+
+def test_a_preempted_job_queued_again_is_announced_as_preempted(db):
+    job_id = make(db, webhook=HOOK)
+    move(db, job_id, JobStatus.starting)
+    move(db, job_id, JobStatus.running)
+    assert notify(db) == ["running"]
+    said = "preempted by job 9, which needed its GPUs; it is queued again and resumes ..."
+    with db.write() as session:
+        requeued = writes.requeue(
+            session,
+            job_id,
+            Outcome(JobStatus.queued, Reason.preempted, said, 75),
+            [],
+            0.0,
+            attempt=1,
+            last_epoch=2,
+            previous_attempts=[],
+            preempted_by=9,
+        )
+    assert requeued
+    assert notify(db) == ["running", "preempted"]
+    job = jobs.get_job(db, job_id)
+    assert (job.status, job.preemptions, job.preempted_by) == (JobStatus.queued, 1, 9)
+    assert job.previous_attempts[0]["reason"] == "preempted"
+    assert job.previous_attempts[0]["preempted_by"] == 9
+    # A retry after a failure is still announced as `queued`.
+    move(db, job_id, JobStatus.starting)
+    move(db, job_id, JobStatus.running)
+    notify(db)
+    with db.write() as session:
+        failed = Outcome(JobStatus.failed, Reason.signal, "killed", None)
+        writes.requeue(
+            session,
+            job_id,
+            failed,
+            [],
+            0.0,
+            attempt=2,
+            last_epoch=None,
+            previous_attempts=job.previous_attempts,
+        )
+    assert notify(db)[-1] == "queued"
 
 
 @pytest.mark.backends("sqlite", "postgres")
