@@ -6,14 +6,13 @@ Each parser raises `ValueError` with words fit for `Invalid value for '--mem': .
 import re
 from datetime import UTC, datetime, time, timedelta
 
+from service.spans import span_seconds
+
 #: MiB per unit; `G` means GiB here, as GPU memory is counted (nvidia-smi, TensorFlow)
 _SIZES = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024}
 _SIZES |= {"t": 1024 * 1024, "tb": 1024 * 1024, "tib": 1024 * 1024}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
-_UNITS_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_SPAN = re.compile(r"^(?:(\d+(?:\.\d+)?)([dhms]))+$")
-_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _CLOCK = re.compile(r"^(?:(\d+):)?(\d{1,2}):(\d{2})$")
 
 
@@ -35,10 +34,10 @@ def seconds(text: str) -> float:
     clock = _CLOCK.match(word)
     if clock:
         hours, minutes, secs = (int(g or 0) for g in clock.groups())
-        total: float = hours * 3600 + minutes * 60 + secs
-    elif _SPAN.match(word):
-        total = sum(float(n) * _UNITS_S[u] for n, u in _SPAN_PART.findall(word))
+        total: float | None = hours * 3600 + minutes * 60 + secs
     else:
+        total = span_seconds(word)
+    if total is None:
         raise ValueError(
             f"{text!r} is not a duration: write 2h30m, 90m, 45s, 1d or 1:30:00 (a bare "
             "number has no unit)"

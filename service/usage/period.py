@@ -1,20 +1,16 @@
 """What a usage report's `since` and `until` may say: an ISO 8601 time, or a span back
 from now (`7d`, `24h`, `30m`, `1d12h`)."""
 
-import re
 from datetime import UTC, datetime, timedelta
 
 from service.errors import Invalid
+from service.spans import span_seconds
 from service.usage.report import Period
 
 #: The period when `since` is not given: the last week.
 DEFAULT_SPAN = timedelta(days=7)
 #: The most days a report cut by day lists.
 MAX_DAYS = 1000
-
-_UNITS_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_SPAN = re.compile(r"^(?:\d+(?:\.\d+)?[dhms])+$")
-_SPAN_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 
 
 def moment(text: str, now: datetime) -> datetime:
@@ -25,10 +21,9 @@ def moment(text: str, now: datetime) -> datetime:
     try:
         if word == "now":
             return now
-        if _SPAN.match(word):
-            return now - timedelta(
-                seconds=sum(float(n) * _UNITS_S[u] for n, u in _SPAN_PART.findall(word))
-            )
+        span = span_seconds(word)
+        if span is not None:
+            return now - timedelta(seconds=span)
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
         return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:
