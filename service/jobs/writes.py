@@ -303,6 +303,7 @@ def requeue(
     last epoch, after `previous_attempts`; the job that preempted it, for one preempted) and
     its usage, and frees its GPUs; False if another writer won."""
     preempted = outcome.reason == Reason.preempted
+    now = utcnow()
     lost_s = ledger.record_attempt(
         session,
         job_id,
@@ -310,6 +311,7 @@ def requeue(
         outcome.reason,
         final=False,
         preempted_by=preempted_by,
+        ended=now,
     )
     record = {
         "attempt": attempt,
@@ -317,11 +319,11 @@ def requeue(
         "message": outcome.message,
         "exit_code": outcome.exit_code,
         "last_epoch": last_epoch,
-        "finished_at": utcnow().isoformat(),
+        "finished_at": now.isoformat(),
         "preempted_by": preempted_by,
         "lost_s": None if lost_s is None else round(lost_s, 1),
     }
-    retry_at = utcnow() + timedelta(seconds=delay_s)
+    retry_at = now + timedelta(seconds=delay_s)
     if preempted:
         why = f"queued again: {outcome.message}"
     else:
