@@ -50,6 +50,12 @@ class AttemptPublic(BaseModel):
     )
 
 
+class NodePublic(BaseModel):
+    rank: int = _d("The node's rank in the job: 0 is the chief, which writes the results.")
+    node: str = _d("The node's name (Slurm's).")
+    gpus: str | None = _d("Its GPUs, as Slurm gave them (`CUDA_VISIBLE_DEVICES` there).")
+
+
 class JobEvent(BaseModel):
     """What changes while a job runs: the body of each `job` event in `GET /v1/events`."""
 
@@ -71,7 +77,14 @@ class JobEvent(BaseModel):
     progress: Progress = _d("Where training is.")
     metrics: dict[str, float | None] = _d("Latest metric values (null for NaN or infinity).")
     gpu_memory_peak_mb: int | None = _d("Highest GPU memory seen per GPU, in MiB (real GPUs).")
-    num_replicas: int | None = _d("MirroredStrategy replicas in sync.")
+    num_replicas: int | None = _d(
+        "Replicas training in sync (MirroredStrategy), on all nodes together."
+    )
+    nodes: list[NodePublic] = PydanticField(
+        default_factory=list,
+        description="A job on several nodes (`resources.nodes`): each node and its GPUs, "
+        "once all have started; empty for a job on one machine.",
+    )
     executor: str | None = _d(
         "What runs the current attempt: `local` (this box) or `slurm`; null until handed over."
     )
@@ -119,10 +132,18 @@ def _readable(data: Mapping[str, Any]) -> dict[str, Any]:
         "progress": readable_progress(data["progress"]),
         "metrics": readable_metrics(data["metrics"]),
         "num_replicas": data["num_replicas"] if _integer(data["num_replicas"]) else None,
+        "nodes": _readable_nodes(data.get("nodes")),
         "exit_code": data["exit_code"] if _integer(data["exit_code"]) else None,
         "exit_signal": data["exit_signal"] if _integer(data["exit_signal"]) else None,
         "message": data["message"] if isinstance(data["message"], str) else None,
     }
+
+
+def _readable_nodes(stored: Any) -> list[NodePublic]:
+    try:
+        return [NodePublic.model_validate(node) for node in stored or []]
+    except (TypeError, ValidationError):
+        return []
 
 
 def readable_metrics(stored: Any) -> dict[str, Any]:

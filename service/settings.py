@@ -185,6 +185,13 @@ class Settings(BaseSettings):
         description="More `sbatch` arguments for every job, shell-quoted "
         "(e.g. `--mem=32G --cpus-per-task=8`).",
     )
+    collective_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="A keras job on several nodes fails when an all-reduce waits this long "
+        "for another node (a node lost, a network cut); its spec's "
+        "`resources.collective_timeout_s` overrides it.",
+    )
     slurm_poll_s: float = Field(
         2.0, gt=0, description="Shortest wait between two `squeue` queries."
     )

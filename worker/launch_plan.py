@@ -4,6 +4,7 @@ The runner works it out from `spec.json` with the standard library alone (no pyd
 every job's start waits for it) and records it in `launch.json`.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,22 +23,51 @@ PACKAGE = Path(contract.__file__).parent.parent
 
 
 def hook_path(run: RunDir) -> Path:
-    """A folder holding only the start-up hook and the `gpuq` package, for PYTHONPATH."""
+    """A folder holding only the start-up hook and the `gpuq` package, for PYTHONPATH
+    (made whole by whichever of a job's nodes comes first: each writes beside, then
+    renames)."""
     folder = run.path / "pythonpath"
     folder.mkdir(exist_ok=True)
-    shutil.copy(HOOK, folder / "sitecustomize.py")
-    link = folder / "gpuq"
-    if not link.exists():
-        link.symlink_to(PACKAGE, target_is_directory=True)
+    partial = folder / f".sitecustomize.{os.getpid()}"
+    shutil.copy(HOOK, partial)
+    os.replace(partial, folder / "sitecustomize.py")
+    with contextlib.suppress(FileExistsError):
+        (folder / "gpuq").symlink_to(PACKAGE, target_is_directory=True)
     return folder
 
 
-def launch_plan(run: RunDir, runner_env: dict[str, str]) -> dict[str, Any]:
+def launch_plan(
+    run: RunDir, runner_env: dict[str, str], *, on_node: bool = False
+) -> dict[str, Any]:
     """`launch.json`: argv, working directory and the variables the job's process adds to
     its runner's environment `runner_env`; `running_at_start` for programs gpuq cannot see
-    inside, which count as running once started."""
+    inside, which count as running once started. A job on several nodes starts a gpuq
+    worker on each (`worker.node`) through Slurm's `srun`; each (`on_node`) then starts the
+    job's own process."""
     runspec = json.loads(run.spec.read_text())
     command = runspec["spec"].get("command")
+    nodes = int((runspec["spec"].get("resources") or {}).get("nodes") or 1)
+    if nodes > 1 and not on_node:
+        argv = [
+            "srun",
+            # One node's worker failing ends the others: no job hangs in an all-reduce.
+            "--kill-on-bad-exit=1",
+            f"--nodes={nodes}",
+            f"--ntasks={nodes}",
+            "--ntasks-per-node=1",
+            sys.executable,
+            "-P",
+            "-m",
+            "worker.node",
+            str(run.path),
+        ]
+        return {
+            "argv": argv,
+            "env": {},
+            "cwd": str(run.path),
+            "running_at_start": command is not None,
+            "nodes": nodes,
+        }
     if command is None:
         argv = [sys.executable, "-P", "-m", "worker.train", str(run.path)]
         return {"argv": argv, "env": {}, "cwd": str(run.path), "running_at_start": False}

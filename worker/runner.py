@@ -21,6 +21,7 @@ from typing import Any
 from gpuq.contract.account import Account
 from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.exits import ExitCode
+from gpuq.contract.nodes import job_end
 from gpuq.contract.processes import process_start_ticks
 from gpuq.contract.rundir import RunDir, write_json_atomic
 from worker.launch_plan import launch_plan
@@ -67,9 +68,18 @@ def main(argv: list[str]) -> int:
         write_json_atomic(run.exit, exit_record)
         return ExitCode.launch_error
     if batch_step:
+        # On several nodes the job's processes are `srun`'s tasks, and a signal to `srun`
+        # would kill them outright: Slurm itself signals every step of the job instead.
+        pass_on = _signal_steps if plan.get("nodes", 1) > 1 else _pass_on
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda number, _: _pass_on(child.pid, number))
-    return supervise(run, child, began=began, running_at_start=plan["running_at_start"])
+            signal.signal(sig, lambda number, _: pass_on(child.pid, number))
+    return supervise(
+        run,
+        child,
+        began=began,
+        running_at_start=plan["running_at_start"],
+        nodes=plan.get("nodes", 1),
+    )
 
 
 def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
@@ -118,10 +128,16 @@ def survive_group_signals() -> None:
 
 
 def supervise(
-    run: RunDir, child: "subprocess.Popen[bytes]", *, began: float, running_at_start: bool
+    run: RunDir,
+    child: "subprocess.Popen[bytes]",
+    *,
+    began: float,
+    running_at_start: bool,
+    nodes: int = 1,
 ) -> int:
     """Records the job's process in `runner.json`, touches `heartbeat` until it exits, and
-    writes `exit.json`; the runner's own exit code."""
+    writes `exit.json`; the runner's own exit code. On several `nodes` the process is
+    `srun`, and the nodes' own records say how the job ended."""
     events = EventWriter(run.events)
     record_start(run, child, began)
     kills_before = oom_kills()
@@ -135,6 +151,9 @@ def supervise(
         except subprocess.TimeoutExpired:
             continue
     kills_after = oom_kills()
+    if nodes > 1:
+        write_json_atomic(run.exit, {**job_end(run, nodes, code), "finished_at": time.time()})
+        return code if code >= 0 else 128 - code
     return end_with(
         run,
         code,
@@ -175,6 +194,19 @@ def record_start(run: RunDir, child: "subprocess.Popen[bytes]", began: float) ->
 def _pass_on(group: int, number: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, number)
+
+
+def _signal_steps(_: int, number: int) -> None:
+    """Signal `number` to every step of this Slurm job but the batch step (this runner):
+    each node's worker passes it on to the job's process there."""
+    name = signal.Signals(number).name.removeprefix("SIG")
+    with contextlib.suppress(OSError):
+        subprocess.Popen(
+            ["scancel", f"--signal={name}", os.environ["SLURM_JOB_ID"]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 if __name__ == "__main__":

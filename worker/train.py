@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -20,13 +21,15 @@ from gpuq.contract.events import Event, EventWriter, finite
 from gpuq.contract.exits import ExitCode
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.runspec import RunSpec
-from gpuq.contract.spec import KerasJsonModel
+from gpuq.contract.spec import KerasJsonModel, KerasSpec
 from worker.data import BadData
 
 
 def main(argv: list[str]) -> int:
     run = RunDir(Path(argv[1]))
-    events = EventWriter(run.events)
+    # On several nodes, only the chief's events are the job's (`gpuq.contract.nodes`).
+    on_other_node = os.environ.get("GPUQ_NODE_RANK", "0") != "0"
+    events = EventWriter(os.environ["GPUQ_EVENTS"] if on_other_node else run.events)
     try:
         runspec = RunSpec.model_validate_json(run.spec.read_text())
     except (OSError, ValidationError) as exc:
@@ -56,6 +59,10 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     spec, plan = runspec.spec.keras, runspec.devices
     if spec is None:
         raise ValueError("worker.train runs kind keras only")
+    if runspec.spec.resources.nodes > 1:
+        from worker.multi_node import train_across_nodes
+
+        return train_across_nodes(run, runspec, events)
     t0 = time.monotonic()
     import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
 
@@ -76,7 +83,6 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     import keras
 
     from gpuq.progress import GpuqProgress
-    from worker import architectures, data
 
     events.emit(
         Event.started,
@@ -95,13 +101,7 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     )
     keras.utils.set_random_seed(spec.seed)
     with strategy.scope():
-        if isinstance(spec.model, KerasJsonModel):
-            model = architectures.build(keras, spec, ())
-            x, y = data.load(spec, int(model.output_shape[-1]), runspec.data_roots)
-            _check_inputs(tuple(model.input_shape[1:]), tuple(x.shape[1:]))
-        else:
-            x, y = data.load(spec, spec.model.outputs, runspec.data_roots)
-            model = architectures.build(keras, spec, tuple(x.shape[1:]))
+        model, x, y = model_and_data(keras, spec, runspec.data_roots)
     train_samples = int(len(x) * (1 - spec.validation_split))
     progress = GpuqProgress(
         run.events, batch_size=spec.batch_size, samples=train_samples, echo=True
@@ -145,6 +145,20 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
     print(f"gpuq: trained; saved {run.artifacts / 'model.keras'}", flush=True)
     events.emit(Event.finished, artifacts=["model.keras", "history.json"])
     return ExitCode.ok
+
+
+def model_and_data(keras: Any, spec: KerasSpec, roots: list[str] | None) -> tuple[Any, Any, Any]:
+    """The compiled model and the data it trains on (inside the strategy's scope)."""
+    from worker import architectures, data
+
+    if isinstance(spec.model, KerasJsonModel):
+        model = architectures.build(keras, spec, ())
+        x, y = data.load(spec, int(model.output_shape[-1]), roots)
+        _check_inputs(tuple(model.input_shape[1:]), tuple(x.shape[1:]))
+    else:
+        x, y = data.load(spec, spec.model.outputs, roots)
+        model = architectures.build(keras, spec, tuple(x.shape[1:]))
+    return model, x, y
 
 
 class SpecMismatch(ValueError):

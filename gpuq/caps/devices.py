@@ -9,13 +9,17 @@ class DeviceMismatch(RuntimeError):
     """TensorFlow does not see exactly the devices the job was given."""
 
 
-def configure(tf: Any, plan: DevicePlan) -> list[str]:
-    """Sets the caps and returns the device names MirroredStrategy must run over."""
+def configure(tf: Any, plan: DevicePlan, *, one_worker_of_many: bool = False) -> list[str]:
+    """Sets the caps and returns the device names MirroredStrategy must run over.
+
+    `one_worker_of_many` (MultiWorkerMirroredStrategy): only the caps, and no device listed,
+    as that would start TensorFlow before the strategy configures its collectives. The
+    strategy runs over every GPU, or over the CPU alone (one replica for simulated GPUs)."""
     config = tf.config
     if plan.mode != "gpu":
         # Simulated and CPU jobs never touch a real GPU, even on a host that has some.
         config.set_visible_devices([], "GPU")
-    if plan.mode == "cpu":
+    if plan.mode == "cpu" or (plan.mode == "sim" and one_worker_of_many):
         return ["/cpu:0"]
     if plan.mode == "sim":
         cpu = config.list_physical_devices("CPU")[0]
@@ -41,6 +45,8 @@ def configure(tf: Any, plan: DevicePlan) -> list[str]:
                         for _ in range(plan.replicas_per_gpu)
                     ],
                 )
+        if one_worker_of_many:
+            return []
         names = [d.name for d in config.list_logical_devices("GPU")]
     if len(names) != plan.replicas:
         raise DeviceMismatch(f"expected {plan.replicas} devices, TensorFlow made {names}")

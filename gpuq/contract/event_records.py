@@ -96,7 +96,21 @@ class Stopped(Failed):
     """Stopped early on request, model saved."""
 
 
-EventRecord = Started | Running | Step | Failed
+class NodeRecord(_Record):
+    """One node of a job on several, as its gpuq worker announced it."""
+
+    rank: Annotated[int, Field(ge=0, le=MAX_INT)]
+    node: Annotated[Text, Field(max_length=MAX_NAME_CHARS)]
+    gpus: Annotated[Text, Field(max_length=MAX_NAME_CHARS)] | None = None
+
+
+class Nodes(_Record):
+    """A job on several nodes found them all."""
+
+    nodes: Annotated[list[NodeRecord], Field(max_length=1024)]
+
+
+EventRecord = Started | Running | Step | Failed | Nodes
 
 #: The kinds the service reads; it ignores the others (`resumed`, `finished`, a user's own).
 RECORDS: dict[str, type[EventRecord]] = {
@@ -106,6 +120,7 @@ RECORDS: dict[str, type[EventRecord]] = {
     Event.epoch: Epoch,
     Event.failed: Failed,
     Event.stopped: Stopped,
+    Event.nodes: Nodes,
 }
 
 

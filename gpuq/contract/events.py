@@ -21,6 +21,8 @@ class Event(StrEnum):
     failed = "failed"  #: the training process explains its failing exit in `message`
     stopped = "stopped"  #: stopped early on SIGTERM, model saved; `message`
     finished = "finished"  #: trained and saved: `artifacts`
+    #: a job on several nodes found them all: `nodes` (rank, node, address, port, gpus)
+    nodes = "nodes"
 
 
 def finite(values: dict[str, Any]) -> dict[str, float | None]:

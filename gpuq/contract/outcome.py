@@ -7,7 +7,7 @@ the training process or the scheduler left about it.
 
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuq.contract.exits import REASONS
@@ -114,6 +114,9 @@ def classify(
             "the job's runner ended without recording an exit (killed, or the host restarted)",
             None,
         )
+    node = exit_info.get("node")
+    if isinstance(node, str):
+        return _on_node(node, exit_info, detail, builtin, log_tail)
     if exit_info.get("terminal_closed"):
         return Outcome(
             JobStatus.cancelled,
@@ -154,3 +157,28 @@ def classify(
         reason, said = Reason.gpu_oom, f"ran out of GPU memory ({oom.strip()[:300]})"
     hint = HINTS.get(reason)
     return Outcome(JobStatus.failed, reason, f"{said}: {hint}" if hint else said, code)
+
+
+def _on_node(
+    node: str, exit_info: dict[str, Any], detail: str | None, builtin: bool, log_tail: Sequence[str]
+) -> Outcome:
+    """A job on several nodes that one node ended (`nodes.job_end` named it): judged as
+    that node's exit, its name first. The job's own words (`detail`) are the chief's."""
+    if exit_info.get("node_lost"):
+        return Outcome(
+            JobStatus.failed,
+            Reason.worker_lost,
+            f"node {node}: its gpuq worker ended without recording how the job's process "
+            "ended (killed, or the node went down)",
+            None,
+        )
+    own = {key: value for key, value in exit_info.items() if key != "node"}
+    judged = classify(
+        exit_info=own,
+        detail=detail if exit_info.get("node_rank") == 0 else None,
+        stop_reason=None,
+        time_limit_s=None,
+        builtin=builtin,
+        log_tail=[line for line in log_tail if line.startswith(f"[{node}] ")],
+    )
+    return replace(judged, message=f"node {node}: {judged.message}")

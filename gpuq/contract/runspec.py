@@ -22,6 +22,8 @@ class RunSpec(BaseModel):
     #: a training step (after the first) that takes longer has hung: the builtin trainer
     #: ends itself (`ExitCode.step_timeout`) rather than wait on a stuck all-reduce forever
     step_timeout_s: float | None = None
+    #: a keras job on several nodes: how long an all-reduce waits for the other nodes
+    collective_timeout_s: float | None = None
     #: a sweep member's parameters, given to it as `GPUQ_PARAM_<NAME>`
     params: dict[str, JsonValue] | None = None
 

@@ -22,6 +22,8 @@ from pydantic import (
 )
 
 MAX_GPUS = 64
+#: the most machines one job may span (`resources.nodes`)
+MAX_NODES = 64
 
 
 # Pydantic inspects a field's default factory each time it builds a default, and a
@@ -268,6 +270,21 @@ class Resources(StrictModel):
         description="Split each assigned GPU into this many logical GPUs (memory cap divided "
         "evenly), so one GPU can run a multi-replica MirroredStrategy job.",
     )
+    nodes: int = Field(
+        1,
+        ge=1,
+        le=MAX_NODES,
+        description="Machines to train on at once (Slurm executor only); `gpus` is then the "
+        "GPUs of each. A keras job trains one model with MultiWorkerMirroredStrategy; a "
+        "command job gets TF_CONFIG and torchrun's variables on every node.",
+    )
+    collective_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="With nodes > 1: how long a keras job's all-reduce may wait for the "
+        "other nodes before it fails (default GPUQ_COLLECTIVE_TIMEOUT_S).",
+    )
 
     @model_validator(mode="after")
     def _check_gpus(self) -> "Resources":
@@ -280,6 +297,8 @@ class Resources(StrictModel):
             raise ValueError("replicas_per_gpu needs fixed memory caps; drop memory_growth")
         if self.replicas_per_gpu > 1 and self.gpu_count == 0:
             raise ValueError("replicas_per_gpu needs at least one GPU")
+        if self.nodes > 1 and self.gpu_ids is not None:
+            raise ValueError("gpu_ids cannot name GPUs on several nodes; ask for `gpus` per node")
         return self
 
     @property
@@ -287,6 +306,11 @@ class Resources(StrictModel):
         if self.gpu_ids is not None:
             return len(self.gpu_ids)
         return 1 if self.gpus is None else self.gpus
+
+    @property
+    def total_gpus(self) -> int:
+        """The GPUs the job holds on all its nodes."""
+        return self.gpu_count * self.nodes
 
 
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_GPU_ALLOCATOR")
@@ -441,6 +465,10 @@ class JobSpec(StrictModel):
         if self.kind == "session" and self.max_retries:
             raise ValueError(
                 "a session is not retried: its terminal is gone; leave out max_retries"
+            )
+        if self.kind == "session" and self.resources.nodes > 1:
+            raise ValueError(
+                "a session runs on one machine, where its terminal is; leave out resources.nodes"
             )
         if self.kind == "session" and self.preemptible:
             raise ValueError(

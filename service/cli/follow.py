@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from gpuq.contract.states import TERMINAL
 from gpuq.http import ApiError, Client
 from service.cli.jobs import gpus_text, print_output
+from service.cli.tables import nodes_text
 
 T = TypeVar("T")
 
@@ -89,6 +90,10 @@ def state_line(job: dict[str, Any]) -> str:
         return f"{head}: {why}" if why else head
     if job["status"] in ("starting", "running"):
         gpus = job.get("assigned_gpus") or []
+        if job.get("nodes"):
+            return f"{head} on {nodes_text(job['nodes'])}"
+        if job.get("executor") == "slurm":
+            return f"{head} under Slurm (job {job.get('executor_job_id') or '-'})"
         if not gpus:
             return f"{head} on the CPU"
         cap = job.get("spec", {}).get("resources", {}).get("memory_mb")

@@ -84,6 +84,13 @@ def run_or_shell(
         str | None,
         typer.Option("--gpu-ids", metavar="0,2", help="These GPUs (their indices)."),
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            help="Machines to run on at once, --gpus on each (Slurm executor): every node "
+            "gets TF_CONFIG and torchrun's MASTER_ADDR, RANK... Default 1."
+        ),
+    ] = None,
     mem: Annotated[
         int | None,
         typer.Option(
@@ -203,6 +210,7 @@ def run_or_shell(
         raise typer.BadParameter(str(exc), param_hint="'--gpu-ids'") from None
     options = RunOptions(
         gpus=gpus,
+        nodes=nodes,
         gpu_ids=gpu_list,
         mem_mb=mem,
         time_s=time_limit,

@@ -35,6 +35,7 @@ OPTIONS = {
     ("max_retries",): "--retries",
     ("preemptible",): "--preemptible",
     ("resources", "gpus"): "--gpus",
+    ("resources", "nodes"): "--nodes",
     ("resources", "gpu_ids"): "--gpu-ids",
     ("resources", "memory_mb"): "--mem",
     ("command", "env"): "--env",
@@ -57,6 +58,7 @@ class RunOptions:
     """The options of `gpuq run` and `gpuq shell`, as typed (units already read)."""
 
     gpus: int | None = None
+    nodes: int | None = None
     gpu_ids: list[int] | None = None
     mem_mb: int | None = None
     time_s: float | None = None
@@ -132,7 +134,12 @@ def build(
         "workdir": cwd,
         "env": env,
     }
-    resources = {"gpus": options.gpus, "gpu_ids": options.gpu_ids, "memory_mb": options.mem_mb}
+    resources = {
+        "gpus": options.gpus,
+        "nodes": options.nodes,
+        "gpu_ids": options.gpu_ids,
+        "memory_mb": options.mem_mb,
+    }
     spec: dict[str, Any] = {
         "name": options.name or default_name(argv),
         "kind": kind,

@@ -228,6 +228,17 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     return f"  attempt {attempt['attempt']}: {said}{redone}"
 
 
+def nodes_text(nodes: list[dict[str, Any]]) -> str:
+    """`gpu-n1 (chief, GPUs 0,1), gpu-n2 (GPUs 0,1)`: a job's nodes and their GPUs."""
+    return ", ".join(
+        f"{n['node']} ("
+        + ("chief, " if n["rank"] == 0 else "")
+        + (f"GPUs {n['gpus']}" if n.get("gpus") else "no GPU")
+        + ")"
+        for n in nodes
+    )
+
+
 def job_summary(job: dict[str, Any]) -> str:
     """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
     reason, times, log tail."""
@@ -238,6 +249,11 @@ def job_summary(job: dict[str, Any]) -> str:
         + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
         + (f", {_plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
+    if job.get("nodes"):
+        lines.append("  nodes: " + nodes_text(job["nodes"]))
+    elif job.get("spec", {}).get("resources", {}).get("nodes", 1) > 1:
+        nodes = job["spec"]["resources"]["nodes"]
+        lines.append(f"  nodes: {nodes}, {job['spec']['resources'].get('gpus', 1)} GPU(s) each")
     if session_text(job):
         lines.append(f"  interactive: {session_text(job)}")
     if job.get("executor"):

@@ -36,6 +36,8 @@ class Launch:
     data_roots: tuple[str, ...] | None = None
     #: a builtin job's training step that takes longer has hung (a stuck all-reduce)
     step_timeout_s: float | None = None
+    #: a keras job on several nodes: how long an all-reduce may wait for the others
+    collective_timeout_s: float | None = None
     #: a sweep member's parameters (`GPUQ_PARAM_<NAME>` in its environment)
     params: Mapping[str, Any] | None = None
 

@@ -37,6 +37,7 @@ def prepare_run(
         devices=launch.devices,
         data_roots=None if launch.data_roots is None else list(launch.data_roots),
         step_timeout_s=launch.step_timeout_s,
+        collective_timeout_s=launch.collective_timeout_s,
         params=None if launch.params is None else dict(launch.params),
     )
     # Left by a start whose claim never committed (gpuq stopped in between, and `reconcile`

@@ -96,17 +96,35 @@ def _check_cluster_resources(spec: JobSpec, nodes: Sequence[int]) -> None:
             ("body", "resources", "gpu_ids"),
             "Slurm chooses the GPUs on a cluster (GPUQ_EXECUTOR=slurm); ask for `gpus` instead",
         )
-    largest = max(nodes, default=0)
-    if res.gpu_count > largest:
+    if res.nodes > len(nodes):
+        raise Invalid(
+            ("body", "resources", "nodes"),
+            f"{res.nodes} nodes requested but the Slurm partition has {len(nodes)} GPU node(s)",
+        )
+    # The job's nodes are the partition's largest ones at best.
+    smallest = sorted(nodes, reverse=True)[res.nodes - 1] if nodes else 0
+    if res.gpu_count > smallest:
+        each = "its largest GPU node has" if res.nodes == 1 else f"its {res.nodes} largest have"
         raise Invalid(
             ("body", "resources", "gpus"),
-            f"the largest GPU node of the Slurm partition has {largest} GPU(s); a job runs on "
-            "one node",
+            f"{res.gpu_count} GPUs per node requested but in the Slurm partition {each} "
+            f"{smallest} GPU(s)"
+            + (
+                "; a job runs on one node unless it asks for more (resources.nodes)"
+                if res.nodes == 1
+                else ""
+            ),
         )
 
 
 def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: int) -> None:
     res = spec.resources
+    if res.nodes > 1:
+        raise Invalid(
+            ("body", "resources", "nodes"),
+            f"{res.nodes} nodes requested, but this gpuq runs jobs on this one machine: "
+            "a job spans machines only under the Slurm executor (GPUQ_EXECUTOR=slurm)",
+        )
     by_index = {g.index: g for g in gpus}
     known = ", ".join(str(i) for i in sorted(by_index)) or "none"
     if res.gpu_ids is not None:

@@ -274,7 +274,7 @@ def _values(item: Submission, webhooks: Mapping[str, str | None], now: datetime)
         "owner": caller.name,
         "priority": spec.priority,
         "spec": item.body,
-        "gpu_count": spec.resources.gpu_count,
+        "gpu_count": spec.resources.total_gpus,
         "memory_mb": spec.resources.memory_mb if spec.resources.gpu_count else None,
         "idempotency_key": item.key,
         "depends_on": list(spec.depends_on),

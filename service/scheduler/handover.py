@@ -135,7 +135,8 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
     attempt = job.attempt + 1
     devices = device_plan(
         spec,
-        list(range(job.gpu_count)),  # the node's GPUs, numbered as the job will see them
+        # each node's GPUs, numbered as the job will see them
+        list(range(spec.resources.gpu_count)),
         simulated=books.gpus.inventory.simulated,
         headroom_mb=books.settings.gpu_headroom_mb,
         gpu_total_mb=0,

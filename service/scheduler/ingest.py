@@ -93,6 +93,8 @@ def digest(events: list[Any]) -> Digest:
             continue
         if isinstance(event, event_records.Started):
             values["num_replicas"] = event.num_replicas
+        elif isinstance(event, event_records.Nodes):
+            values["nodes"] = [n.model_dump() for n in event.nodes]
         elif isinstance(event, event_records.Running):
             found.began_training = True
         elif isinstance(event, event_records.Step):

@@ -78,6 +78,11 @@ def new_launch(
         devices,
         resume_from=attempt - 1 or None,
         step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
+        collective_timeout_s=(
+            spec.resources.collective_timeout_s or books.settings.collective_timeout_s
+            if spec.resources.nodes > 1
+            else None
+        ),
         **queueing,
     )
 

@@ -47,6 +47,10 @@ class Job(SQLModel, table=True):
         default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
     )
     num_replicas: int | None = None
+    #: a job on several nodes: `{"rank", "node", "gpus"}` for each, as they announced it
+    nodes: list[dict[str, Any]] = Field(
+        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
+    )
     gpu_memory_peak_mb: int | None = None
     log_tail: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))

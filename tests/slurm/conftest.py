@@ -1,4 +1,8 @@
-"""A real one-node Slurm cluster for the session: scripts/slurm-cluster, on loopback.
+"""A real Slurm cluster for the session: scripts/slurm-cluster, on loopback.
+
+Two nodes on this host (two slurmd's), each with GPUS fake GPUs: partition `gpu` (the
+default) is the first node alone, so a job that names no partition sees one node of GPUS
+GPUs; partition `multi` is both nodes, for jobs over two nodes.
 
 `slurm_cluster` starts it once (about a second) and always stops it at the session's end.
 Client commands (sbatch, squeue, scontrol, scancel, sinfo) need `cluster.env` on top of
@@ -18,9 +22,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-cluster"
 GPUS = 4
-NODE = "gpuq-node"
+NODES = ("gpuq-n1", "gpuq-n2")
+#: The first node: partition PARTITION's only one.
+NODE = NODES[0]
 PARTITION = "gpu"
-#: The script itself gives up after 60 s of waiting for the node.
+#: Every node in NODES.
+MULTI_PARTITION = "multi"
+#: The script itself gives up after 60 s of waiting for the nodes.
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 
@@ -30,9 +38,16 @@ class SlurmCluster:
     dir: Path
     #: What a client command needs on top of os.environ (SLURM_CONF).
     env: dict[str, str]
+    #: Fake GPUs per node.
     gpus: int
+    #: The default partition: `node` alone.
     partition: str
+    #: The first node, `partition`'s only one.
     node: str
+    #: Every node, `node` first.
+    nodes: tuple[str, ...]
+    #: The partition of every node, for jobs over several nodes.
+    multi_partition: str
 
     def client_env(self) -> dict[str, str]:
         return {**os.environ, **self.env}
@@ -56,7 +71,7 @@ class SlurmCluster:
         return dict(word.split("=", 1) for word in out.split() if "=" in word)
 
     def log_tails(self, lines: int = 30) -> str:
-        """The end of munged's, slurmctld's and slurmd's logs, for failure messages."""
+        """The end of munged's, slurmctld's and each slurmd's logs, for failure messages."""
         out = []
         for log in sorted((self.dir / "log").glob("*.log")):
             tail = log.read_text(errors="replace").splitlines()[-lines:]
@@ -95,7 +110,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
     if os.geteuid() != 0:
         pytest.skip("the Slurm test cluster runs slurmctld and slurmd as root")
     directory = tmp_path_factory.mktemp("slurm")
-    cluster = SlurmCluster(directory, {}, GPUS, PARTITION, NODE)
+    cluster = SlurmCluster(directory, {}, GPUS, PARTITION, NODE, NODES, MULTI_PARTITION)
     command = [str(SCRIPT), "start", str(directory), "--gpus", str(GPUS)]
     try:
         try:
@@ -115,7 +130,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
             )
         env = read_env(directory / "env")
         assert env.get("SLURM_CONF") == str(directory / "etc" / "slurm.conf"), env
-        yield SlurmCluster(directory, env, GPUS, PARTITION, NODE)
+        yield SlurmCluster(directory, env, GPUS, PARTITION, NODE, NODES, MULTI_PARTITION)
     except BaseException:
         _stop(directory)  # a failed start, or the generator closed early (GeneratorExit)
         raise

@@ -1,11 +1,16 @@
 """The test cluster does what the Slurm executor will ask of Slurm 22.05, command by command.
 
 Each test submits its own small jobs (named gpuq-...) and waits for them to end; only the
-GPU tests ask for GPUs, so the others never wait on them.
+GPU tests ask for GPUs, so the others never wait on them. Most jobs run in the default
+partition (`gpu`: one node); the multi-node tests run over both nodes of partition `multi`,
+with srun, and cancel what they started whatever happens.
 """
 
 import re
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.slurm.conftest import SlurmCluster, wait_for
@@ -78,17 +83,22 @@ def gpus_used(cluster: SlurmCluster) -> str:
 
 
 def node(cluster: SlurmCluster) -> list[str]:
-    """sinfo's line for the node: name, GRES, GRES in use, long state."""
+    """sinfo's line for the default partition's node: name, GRES, GRES in use, long state."""
+    lines = nodes(cluster, cluster.partition)
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def nodes(cluster: SlurmCluster, partition: str) -> list[list[str]]:
+    """sinfo's lines for a partition's nodes: name, GRES, GRES in use, long state."""
     out = cluster.run(
         "sinfo",
         "--noheader",
         "--Node",
-        f"--partition={cluster.partition}",
+        f"--partition={partition}",
         "--Format=NodeList:|,Gres:|,GresUsed:|,StateLong:",
     ).stdout
-    lines = out.splitlines()
-    assert len(lines) == 1, out
-    return lines[0].split("|")
+    return [line.split("|") for line in out.splitlines()]
 
 
 def test_the_node_offers_its_gpus(slurm_cluster: SlurmCluster) -> None:
@@ -97,10 +107,19 @@ def test_the_node_offers_its_gpus(slurm_cluster: SlurmCluster) -> None:
         return line if line[3] == "idle" else None
 
     name, gres, used, node_state = wait_for("an idle node", idle)
-    assert name == slurm_cluster.node == "gpuq-node"
+    assert name == slurm_cluster.node == "gpuq-n1"
     assert gres == f"gpu:{slurm_cluster.gpus}" == "gpu:4"
     assert used == "gpu:0"
     assert node_state == "idle"
+    # The other partition has both nodes (two slurmd's on this host), each with its GPUs.
+    assert slurm_cluster.nodes == ("gpuq-n1", "gpuq-n2")
+    assert [line[:2] for line in nodes(slurm_cluster, slurm_cluster.multi_partition)] == [
+        ["gpuq-n1", "gpu:4"],
+        ["gpuq-n2", "gpu:4"],
+    ]
+    # sinfo without --partition lists gpuq-n1 once per partition; `gpu` is the default.
+    listed = slurm_cluster.run("sinfo", "--noheader", "--format=%P|%D|%N").stdout.split()
+    assert listed == ["gpu*|1|gpuq-n1", "multi|2|gpuq-n[1-2]"]
     # No accounting storage: sacct cannot help the executor.
     sacct = slurm_cluster.run("sacct", "--jobs=1", check=False)
     assert sacct.returncode != 0
@@ -338,3 +357,283 @@ def test_a_forgotten_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
         f"--format={SQUEUE_FORMAT}",
     )
     assert (several.stdout, several.stderr) == (f"{known}|gpuq-known|COMPLETED|None\n", "")
+
+
+# Jobs over both nodes: one task on each, launched by srun from the batch script (which runs
+# on the first node), as a multi-node gpuq job would be.
+
+#: States a job leaves: once in none of these, it has ended.
+LIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+
+
+def two_nodes(cluster: SlurmCluster) -> tuple[str, ...]:
+    """sbatch's options for one task and one GPU on each of the two nodes."""
+    return (
+        f"--partition={cluster.multi_partition}",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gres=gpu:1",
+        "--time=2",
+    )
+
+
+@contextmanager
+def submitted(cluster: SlurmCluster, path: Path, *options: str) -> Iterator[int]:
+    """`submit`, and at the end, whatever happened, scancel the job and wait for its end."""
+    job_id = submit(cluster, path, *options)
+    try:
+        yield job_id
+    finally:
+        cluster.run("scancel", str(job_id), check=False)
+
+        def gone() -> bool:
+            found = row(cluster, job_id)
+            return found is None or found[2] not in LIVE
+
+        wait_for(f"job {job_id} to end", gone, END_S)
+
+
+def ended(cluster: SlurmCluster, job_id: int, output: Path) -> str:
+    """Waits for the job to end; its final state (the output shown when it is not COMPLETED)."""
+    final = wait_for(
+        f"job {job_id} to end",
+        lambda: (now := state(cluster, job_id)[0]) not in LIVE and now,
+        END_S,
+    )
+    assert final == "COMPLETED", (final, output.read_text() if output.exists() else "")
+    return final
+
+
+def environment(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def notes(path: Path) -> list[tuple[float, str]]:
+    """A task's notes (see TASK_NOTES): (time.time(), what) a line."""
+    if not path.exists():
+        return []
+    return [
+        (float(t), what)
+        for t, what in (line.split(" ", 1) for line in path.read_text().splitlines())
+    ]
+
+
+#: What a task program starts with: note(what) appends "time what" to DIR/NAME.RANK.
+TASK_NOTES = """\
+import os, signal, subprocess, sys, time
+
+DIR = {directory!r}
+# SLURM_PROCID is 0 in the batch step too; SLURM_STEP_ID is only a step's (srun's tasks').
+RANK = os.environ["SLURM_PROCID"] if "SLURM_STEP_ID" in os.environ else "batch"
+
+
+def note(what, name={name!r}):
+    with open(f"{{DIR}}/{{name}}.{{RANK}}", "a") as file:
+        file.write(f"{{time.time():.6f}} {{what}}\\n")
+
+
+CATCHABLE = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
+"""
+
+
+def program(directory: Path, name: str, body: str) -> Path:
+    """A Python program under `directory` that notes into DIR/NAME.RANK."""
+    path = directory / f"{name}.py"
+    path.write_text(
+        f"#!{sys.executable}\n" + TASK_NOTES.format(directory=str(directory), name=name) + body
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_a_job_over_two_nodes_runs_one_task_on_each(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    batch = script(
+        tmp_path,
+        "two.sh",
+        f"""env > {tmp_path}/batch.env
+scontrol show hostnames "$SLURM_JOB_NODELIST" > {tmp_path}/hostnames
+scontrol show job -d "$SLURM_JOB_ID" > {tmp_path}/detail
+srun --kill-on-bad-exit=1 sh -c 'env > {tmp_path}/task.$SLURM_PROCID.env'
+echo "srun $?" >> {tmp_path}/exits
+srun --kill-on-bad-exit=1 --gres=none sh -c 'env > {tmp_path}/nogres.$SLURM_PROCID.env'
+echo "srun $?" >> {tmp_path}/exits
+""",
+    )
+    output = tmp_path / "out"
+    options = two_nodes(slurm_cluster)
+    with submitted(
+        slurm_cluster, batch, "--job-name=gpuq-two", f"--output={output}", *options
+    ) as job_id:
+        ended(slurm_cluster, job_id, output)
+    assert (tmp_path / "exits").read_text() == "srun 0\nsrun 0\n", output.read_text()
+    # In the nodes' order, one a line (the batch script runs on the first).
+    assert (tmp_path / "hostnames").read_text() == "gpuq-n1\ngpuq-n2\n"
+    batch_env = environment(tmp_path / "batch.env")
+    assert batch_env["SLURMD_NODENAME"] == "gpuq-n1"
+    assert batch_env["SLURM_JOB_NODELIST"] == "gpuq-n[1-2]"
+    assert (batch_env["SLURM_JOB_NUM_NODES"], batch_env["SLURM_NNODES"]) == ("2", "2")
+    assert batch_env["SLURM_JOB_PARTITION"] == "multi"
+    assert batch_env["CUDA_VISIBLE_DEVICES"] == "0"  # the first node's GPU
+    # Each node gave its own GPU 0 (nodes alike are listed as one range).
+    detail = (tmp_path / "detail").read_text()
+    assert "JOB_GRES=gpu:2" in detail.split(), detail
+    assert "Nodes=gpuq-n[1-2] CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:0)" in detail, detail
+
+    for rank, name in enumerate(slurm_cluster.nodes):
+        env = environment(tmp_path / f"task.{rank}.env")
+        assert env["SLURM_PROCID"] == str(rank)
+        assert env["SLURM_NODEID"] == str(rank)
+        assert env["SLURMD_NODENAME"] == name
+        assert env["SLURM_LOCALID"] == "0"
+        assert (env["SLURM_NNODES"], env["SLURM_NTASKS"]) == ("2", "2")
+        assert env["SLURM_STEP_NODELIST"] == env["SLURM_JOB_NODELIST"] == "gpuq-n[1-2]"
+        assert (env["SLURM_STEP_NUM_NODES"], env["SLURM_STEP_NUM_TASKS"]) == ("2", "2")
+        assert env["SLURM_STEP_ID"] == "0"
+        # srun without --gres: the task has the job's GPU on its node, set by Slurm (each
+        # node's index: 0 on both, which are two different devices).
+        assert env["CUDA_VISIBLE_DEVICES"] == "0", env
+        assert env["SLURM_STEP_GPUS"] == env["SLURM_JOB_GPUS"] == "0"
+        assert env["GPU_DEVICE_ORDINAL"] == "0"
+        assert env["SLURM_GPUS_ON_NODE"] == "1"
+        assert "LD_PRELOAD" not in env
+        # srun --gres=none: the task has no GPU at all.
+        bare = environment(tmp_path / f"nogres.{rank}.env")
+        assert (bare["SLURMD_NODENAME"], bare["SLURM_STEP_ID"]) == (name, "1")
+        assert "CUDA_VISIBLE_DEVICES" not in bare, bare
+        assert "SLURM_STEP_GPUS" not in bare, bare
+
+
+def test_kill_on_bad_exit_ends_the_other_task(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    task = program(
+        tmp_path,
+        "task",
+        """
+def caught(number, frame):
+    note(f"signal {number}")
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)  # ends as the signal would have ended it
+
+
+for number in CATCHABLE:
+    signal.signal(number, caught)
+note("started")
+if RANK == "1":
+    time.sleep(1)
+    note("exits 3")
+    sys.exit(3)
+time.sleep(60)
+note("slept")
+""",
+    )
+    batch = script(
+        tmp_path,
+        "fails.sh",
+        f"srun --kill-on-bad-exit=1 {task}\necho $? > {tmp_path}/srun.rc\n",
+    )
+    output = tmp_path / "out"
+    options = two_nodes(slurm_cluster)
+    with submitted(
+        slurm_cluster, batch, "--job-name=gpuq-fails", f"--output={output}", *options
+    ) as job_id:
+        ended(slurm_cluster, job_id, output)
+    first, second = notes(tmp_path / "task.0"), notes(tmp_path / "task.1")
+    assert [what for _, what in second] == ["started", "exits 3"]
+    # The task on node 0 gets SIGTERM from Slurm at once (KillWait's SIGKILL only comes to
+    # a task that outlives it by 5 s), and srun exits 128 + 15.
+    assert [what for _, what in first] == ["started", "signal 15"], output.read_text()
+    took = first[1][0] - second[1][0]
+    assert 0 <= took < 2, took
+    assert (tmp_path / "srun.rc").read_text() == "143\n"
+    said = output.read_text()
+    assert "srun: error: gpuq-n2: task 1: Exited with exit code 3" in said, said
+    assert "srun: error: gpuq-n1: task 0: Terminated" in said, said
+
+
+#: Stands in for a training task: on a signal it saves (half a second) and exits 0.
+TRAINER = """
+def caught(number, frame):
+    note(f"signal {number}")
+    time.sleep(0.5)
+    note("saved")
+    sys.exit(0)
+
+
+for number in CATCHABLE:
+    signal.signal(number, caught)
+note("started")
+time.sleep(60)
+note("slept")
+"""
+
+#: Stands in for gpuq's runner as the batch script: srun in a process group of its own, and
+#: SIGTERM passed on, by PASS_ON.
+RUNNER = """
+srun = subprocess.Popen(["srun", "--kill-on-bad-exit=1", {trainer!r}], start_new_session=True)
+
+
+def passed_on(number, frame):
+    note(f"signal {{number}}")
+    {pass_on}
+
+
+signal.signal(signal.SIGTERM, passed_on)
+note(f"srun exited {{srun.wait()}}")
+"""
+
+
+def run_trainers(
+    cluster: SlurmCluster, tmp_path: Path, pass_on: str
+) -> tuple[list[tuple[float, str]], list[list[tuple[float, str]]], str]:
+    """A runner (the batch step) whose srun runs a trainer on each node, sent SIGTERM once
+    both trainers have started: the runner's notes, each trainer's notes, the job's output."""
+    trainer = program(tmp_path, "trainer", TRAINER)
+    runner = program(tmp_path, "runner", RUNNER.format(trainer=str(trainer), pass_on=pass_on))
+    output = tmp_path / "out"
+    options = two_nodes(cluster)
+    with submitted(
+        cluster, runner, "--job-name=gpuq-runner", f"--output={output}", *options
+    ) as job_id:
+        for rank in (0, 1):
+            path = tmp_path / f"trainer.{rank}"
+            wait_for(f"trainer {rank} to start", lambda path=path: notes(path) or None, START_S)
+        cluster.run("scancel", "--batch", "--signal=TERM", str(job_id))
+        ended(cluster, job_id, output)
+    shown = cluster.show_job(job_id)
+    assert (shown["JobState"], shown["ExitCode"]) == ("COMPLETED", "0:0")
+    trainers = [notes(tmp_path / f"trainer.{rank}") for rank in (0, 1)]
+    return notes(tmp_path / "runner.batch"), trainers, output.read_text()
+
+
+def test_sigterm_passed_on_to_srun_kills_the_tasks(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    runner, trainers, said = run_trainers(
+        slurm_cluster, tmp_path, "os.killpg(srun.pid, signal.SIGTERM)"
+    )
+    # srun, sent SIGTERM, has each task SIGKILLed at once: no task sees a signal it could
+    # catch, and srun exits 128 + 9.
+    assert [what for _, what in runner] == ["signal 15", "srun exited 137"], said
+    assert runner[1][0] - runner[0][0] < 2, runner
+    assert [[what for _, what in notes] for notes in trainers] == [["started"], ["started"]]
+    assert "srun: forcing job termination" in said, said
+    assert "srun: error: gpuq-n1: task 0: Killed" in said, said
+    assert "srun: error: gpuq-n2: task 1: Killed" in said, said
+
+
+def test_scancel_signal_term_reaches_every_task(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """What passes SIGTERM on to the tasks instead: `scancel --signal=TERM JOBID` from the
+    batch step signals the job's steps (srun's tasks), not the batch step itself."""
+    runner, trainers, said = run_trainers(
+        slurm_cluster,
+        tmp_path,
+        'subprocess.run(["scancel", "--signal=TERM", os.environ["SLURM_JOB_ID"]], check=True)',
+    )
+    assert [what for _, what in runner] == ["signal 15", "srun exited 0"], said
+    for notes_ in trainers:
+        assert [what for _, what in notes_] == ["started", "signal 15", "saved"], said
+        assert notes_[1][0] - runner[0][0] < 2, (runner, notes_)

@@ -38,8 +38,8 @@ def slurm_server(slurm_cluster: SlurmCluster, home: Path, **env: str) -> Server:
         GPUQ_SLURM_POLL_MAX_S="2",
         GPUQ_CANCEL_GRACE_S=str(GRACE_S),
         GPUQ_ACTIVE_POLL_S="0.1",
-        **env,
     )
+    server.env.update(env)
     return server
 
 

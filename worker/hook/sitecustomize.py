@@ -64,10 +64,14 @@ def _install() -> None:
         else:
             os.environ[name] = value
 
+    # One node of several: the caps alone, as MultiWorkerMirroredStrategy must still
+    # configure TensorFlow's collectives after the import.
+    one_of_many = int(os.environ.get("GPUQ_NODES") or 1) > 1
+
     def configure_tensorflow(tf: types.ModuleType) -> None:
         from gpuq.caps.devices import configure
 
-        configure(tf, plan)
+        configure(tf, plan, one_worker_of_many=one_of_many)
 
     setups: dict[str, Setup] = {"tensorflow": configure_tensorflow}
     if frameworks.job_cap_mb(plan) is not None:

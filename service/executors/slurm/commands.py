@@ -78,9 +78,13 @@ def sbatch_argv(
         "--no-requeue",
         f"--nice={priority_nice}",
     ]
+    if spec.resources.nodes > 1:
+        # One gpuq worker per node (`srun` in the batch step starts them), each with the
+        # node's `--gres` GPUs.
+        argv.extend([f"--nodes={spec.resources.nodes}", "--ntasks-per-node=1"])
     gpus = spec.resources.gpu_count
     if gpus:
-        argv.append(f"--gres=gpu:{gpus}")
+        argv.append(f"--gres=gpu:{gpus}")  # per node
     if spec.time_limit_s:
         argv.append(f"--time={time_minutes(spec.time_limit_s, grace_s)}")
         # If gpuq is down when the limit passes, Slurm's own SIGTERM reaches the runner

@@ -117,3 +117,10 @@ def test_keras_jobs_may_be_preempted_unless_they_say_no_and_commands_only_if_the
     assert not JobSpec.model_validate(session).may_be_preempted
     with pytest.raises(ValidationError, match="a session is never preempted"):
         JobSpec.model_validate({**session, "preemptible": True})
+
+
+def test_nodes_multiply_the_gpus_and_take_no_gpu_ids():
+    spec = JobSpec.model_validate(job_spec(resources={"gpus": 2, "nodes": 3}))
+    assert (spec.resources.gpu_count, spec.resources.total_gpus) == (2, 6)
+    assert ("resources",) in error_locs(job_spec(resources={"gpu_ids": [0], "nodes": 2}))
+    assert ("resources", "nodes") in error_locs(job_spec(resources={"nodes": 0}))

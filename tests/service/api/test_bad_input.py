@@ -48,6 +48,19 @@ def test_more_gpus_than_the_box_has(api):
     field_error(response, ["body", "resources", "gpus"], "3 GPUs requested but this box has 2")
 
 
+def test_several_nodes_on_a_box_name_the_slurm_executor(api):
+    response = api.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "nodes": 2}))
+    field_error(response, ["body", "resources", "nodes"], "only under the Slurm executor")
+    assert_nothing_queued(api)
+
+
+def test_a_session_on_several_nodes_is_refused(api):
+    spec = {"kind": "session", "command": {"argv": ["/bin/sh"]}, "resources": {"nodes": 2}}
+    response = api.post("/v1/jobs", json=spec)
+    assert response.status_code == 422, response.text
+    assert "a session runs on one machine" in response.text
+
+
 def test_cap_larger_than_a_gpu(api):
     response = api.post("/v1/jobs", json=job_spec(resources={"gpus": 1, "memory_mb": 9000}))
     field_error(response, ["body", "resources", "memory_mb"], "more than a GPU here has (8192 MiB)")

@@ -212,3 +212,11 @@ def test_a_state_line_says_where_it_runs_or_why_it_waits():
     running = _job(status="running", assigned_gpus=[0, 2], spec={"resources": {"memory_mb": 8192}})
     assert state_line(running) == "job 7 running on GPUs 0,2 (8192 MiB each)"
     assert state_line(_job(status="starting", assigned_gpus=[])) == "job 7 starting on the CPU"
+
+
+def test_a_state_line_under_slurm_names_the_slurm_job_then_the_nodes():
+    handed = _job(status="starting", executor="slurm", executor_job_id="41")
+    assert state_line(handed) == "job 7 starting under Slurm (job 41)"
+    nodes = [{"rank": 0, "node": "n1", "gpus": "0,1"}, {"rank": 1, "node": "n2", "gpus": None}]
+    running = _job(status="running", executor="slurm", executor_job_id="41", nodes=nodes)
+    assert state_line(running) == "job 7 running on n1 (chief, GPUs 0,1), n2 (no GPU)"

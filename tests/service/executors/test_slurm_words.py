@@ -90,11 +90,9 @@ def test_sbatch_arguments_carry_gpus_time_signal_placement_hold_and_dependencies
         assert option in argv
 
 
-def test_a_cpu_job_without_a_limit_asks_for_neither_gpus_nor_time():
-    spec = JobSpec.model_validate(
-        {"kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
-    )
-    argv = commands.sbatch_argv(
+def plain_sbatch(spec: JobSpec) -> list[str]:
+    """`sbatch`'s arguments for `spec` with no placement, hold, dependency or extras."""
+    return commands.sbatch_argv(
         job_id=1,
         script="s",
         output="o",
@@ -107,6 +105,13 @@ def test_a_cpu_job_without_a_limit_asks_for_neither_gpus_nor_time():
         after=(),
         extra="",
     )
+
+
+def test_a_cpu_job_without_a_limit_asks_for_neither_gpus_nor_time():
+    spec = JobSpec.model_validate(
+        {"kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
+    )
+    argv = plain_sbatch(spec)
     assert not [a for a in argv if a.startswith(("--gres", "--time", "--signal", "--hold"))]
 
 
@@ -152,3 +157,16 @@ def test_sinfo_nodes_count_their_gpus_and_none_free_on_a_node_that_takes_no_jobs
         ("gpuq-node", 4, 2, 2, "mixed"),
         ("big", 8, 0, 0, "down*"),
     ]
+
+
+def test_a_job_on_several_nodes_asks_for_them_with_one_task_and_its_gpus_on_each():
+    spec = JobSpec.model_validate(
+        {
+            "kind": "command",
+            "command": {"argv": ["python3", "train.py"]},
+            "resources": {"gpus": 2, "nodes": 3},
+        }
+    )
+    argv = plain_sbatch(spec)
+    assert {"--nodes=3", "--ntasks-per-node=1", "--gres=gpu:2"} <= set(argv)
+    assert spec.resources.total_gpus == 6

@@ -1,0 +1,194 @@
+"""One node of a job that spans several machines (`resources.nodes`): its gpuq worker.
+
+The job's runner (the Slurm batch step) starts one on every node of the job with
+`srun --kill-on-bad-exit`. Each finds the others through the run directory, which every
+node shares: it writes `nodes/<rank>.json` (its node, address and a free port) and waits
+for everyone's. It then starts the job's process (gpuq's trainer, or a command job's
+program) in a process group of its own with what its framework needs to find the others:
+`TF_CONFIG` for TensorFlow; `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`,
+`LOCAL_RANK`, `NODE_RANK` for PyTorch (torchrun's static rendezvous, one process per
+node); `GPUQ_NODE_RANK`, `GPUQ_NODES`, `GPUQ_NODE`. Rank 0 is the chief: only its events
+are the job's; the others report to `nodes/<rank>/`, which is removed when they end.
+
+Every line the process prints is prefixed with the node's name (`[gpuq-n2] ...`), so the
+job's one log tells the nodes apart. SIGTERM (a cancel, a preemption, the time limit) is
+passed on to the process group. How the process ended goes to `nodes/<rank>.exit.json`,
+with whether a signal reached this node first: the runner reads them all to say which node
+failed (`ends`). Standard library only, like the runner.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuq.contract.nodes import (
+    NodeEnd,
+    announcement,
+    end_path,
+    read_announcements,
+    scratch,
+    world_environment,
+)
+from gpuq.contract.rundir import RunDir, write_json_atomic
+from worker.launch_plan import launch_plan
+
+#: how long a node waits for the others to announce themselves
+RENDEZVOUS_TIMEOUT_S = 180.0
+READ_CHUNK = 65536
+
+
+def main(argv: list[str]) -> int:
+    run = RunDir(Path(argv[1]))
+    rank = int(os.environ["SLURM_PROCID"])
+    nodes = int(os.environ["SLURM_NTASKS"])
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    prefix = f"[{node}] ".encode()
+    stopped: list[int] = []  # the signals that reached this node before its program ended
+    child: subprocess.Popen[bytes] | None = None
+
+    def pass_on(number: int, _: object) -> None:
+        stopped.append(number)
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, number)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, pass_on)
+    try:
+        world = rendezvous(run, rank, nodes, node)
+    except TimeoutError as exc:
+        say(prefix, f"gpuq: {exc}")
+        return record_end(run, NodeEnd(rank, node, 1, None, time.time(), bool(stopped)))
+    plan = launch_plan(run, dict(os.environ), on_node=True)
+    env = {**os.environ, **plan["env"], **world_environment(world, rank)}
+    if rank > 0:
+        env.update(scratch(run, rank))
+    if rank == 0:
+        from gpuq.contract.events import Event, EventWriter
+
+        EventWriter(run.events).emit(Event.nodes, nodes=world)
+    say(
+        prefix,
+        f"gpuq: node {rank} of {nodes} ({node}), CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}",
+    )
+    try:
+        child = subprocess.Popen(
+            plan["argv"],
+            env=env,
+            cwd=plan["cwd"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            process_group=0,
+        )
+    except OSError as exc:
+        say(prefix, f"gpuq: cannot start {plan['argv'][0]!r}: {exc}")
+        return record_end(run, NodeEnd(rank, node, 127, None, time.time(), bool(stopped)))
+    if stopped:  # a stop that came while the program was starting
+        os.killpg(child.pid, stopped[-1])
+    assert child.stdout is not None
+    relay(child.stdout.fileno(), prefix)
+    code = child.wait()
+    if rank > 0:
+        shutil.rmtree(run.path / "nodes" / str(rank), ignore_errors=True)
+    return record_end(
+        run,
+        NodeEnd(
+            rank,
+            node,
+            code if code >= 0 else None,
+            -code if code < 0 else None,
+            time.time(),
+            bool(stopped),
+        ),
+    )
+
+
+def rendezvous(run: RunDir, rank: int, nodes: int, node: str) -> list[dict[str, Any]]:
+    """Announces this node in the run directory and waits for all `nodes`; every node's
+    announcement, by rank."""
+    folder = run.path / "nodes"
+    folder.mkdir(exist_ok=True)
+    record = announcement(
+        rank,
+        node,
+        address=node_address(node),
+        port=free_port(),
+        master_port=free_port() if rank == 0 else None,
+        gpus=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
+    # For people and tests: this worker's pid, and Slurm's word for the node's place.
+    record.update(pid=os.getpid(), slurm_node_id=os.environ.get("SLURM_NODEID"))
+    write_json_atomic(folder / f"{rank}.json", record, durable=False)
+    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
+    while True:
+        world = read_announcements(run, nodes)
+        if len(world) == nodes:
+            return world
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(nodes)) - {w["rank"] for w in world})
+            raise TimeoutError(
+                f"node ranks {missing} did not announce themselves in {folder} within "
+                f"{RENDEZVOUS_TIMEOUT_S:g} s: every node must see GPUQ_HOME at the same path "
+                "(shared storage) and run gpuq's interpreter (GPUQ_SLURM_PYTHON)"
+            )
+        time.sleep(0.05)
+
+
+def node_address(node: str) -> str:
+    """Where the other nodes reach this one: Slurm's `NodeAddr` for it, else its host name."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        shown = subprocess.run(
+            ["scontrol", "show", "node", node, "--oneliner"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        for word in shown.split():
+            if word.startswith("NodeAddr="):
+                return word.removeprefix("NodeAddr=")
+    return socket.gethostname()
+
+
+def free_port() -> int:
+    """A TCP port no one listens on here now: the job's own, so two jobs on the same
+    nodes never collide (the program binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def relay(fd: int, prefix: bytes) -> None:
+    """Copies the program's output to ours line by line, each line with `prefix`."""
+    pending = b""
+    while chunk := os.read(fd, READ_CHUNK):
+        *lines, pending = (pending + chunk).split(b"\n")
+        if lines:
+            os.write(1, b"".join(prefix + line + b"\n" for line in lines))
+    if pending:
+        os.write(1, prefix + pending + b"\n")
+
+
+def say(prefix: bytes, line: str) -> None:
+    os.write(1, prefix + line.encode() + b"\n")
+
+
+def record_end(run: RunDir, end: NodeEnd) -> int:
+    """Writes how this node's program ended; this worker's own exit code."""
+    write_json_atomic(end_path(run, end.rank), end.to_dict())
+    if end.exit_code is not None:
+        return end.exit_code
+    return 128 + (end.signal or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
