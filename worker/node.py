@@ -32,7 +32,9 @@ from gpuq.contract.nodes import (
     NodeEnd,
     announcement,
     end_path,
-    read_announcements,
+    free_port,
+    meet,
+    node_address,
     scratch,
     world_environment,
 )
@@ -115,8 +117,6 @@ def main(argv: list[str]) -> int:
 def rendezvous(run: RunDir, rank: int, nodes: int, node: str) -> list[dict[str, Any]]:
     """Announces this node in the run directory and waits for all `nodes`; every node's
     announcement, by rank."""
-    folder = run.path / "nodes"
-    folder.mkdir(exist_ok=True)
     record = announcement(
         rank,
         node,
@@ -127,44 +127,14 @@ def rendezvous(run: RunDir, rank: int, nodes: int, node: str) -> list[dict[str, 
     )
     # For people and tests: this worker's pid, and Slurm's word for the node's place.
     record.update(pid=os.getpid(), slurm_node_id=os.environ.get("SLURM_NODEID"))
-    write_json_atomic(folder / f"{rank}.json", record, durable=False)
-    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
-    while True:
-        world = read_announcements(run, nodes)
-        if len(world) == nodes:
-            return world
-        if time.monotonic() > deadline:
-            missing = sorted(set(range(nodes)) - {w["rank"] for w in world})
-            raise TimeoutError(
-                f"node ranks {missing} did not announce themselves in {folder} within "
-                f"{RENDEZVOUS_TIMEOUT_S:g} s: every node must see GPUQ_HOME at the same path "
-                "(shared storage) and run gpuq's interpreter (GPUQ_SLURM_PYTHON)"
-            )
-        time.sleep(0.05)
-
-
-def node_address(node: str) -> str:
-    """Where the other nodes reach this one: Slurm's `NodeAddr` for it, else its host name."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        shown = subprocess.run(
-            ["scontrol", "show", "node", node, "--oneliner"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        for word in shown.split():
-            if word.startswith("NodeAddr="):
-                return word.removeprefix("NodeAddr=")
-    return socket.gethostname()
-
-
-def free_port() -> int:
-    """A TCP port no one listens on here now: the job's own, so two jobs on the same
-    nodes never collide (the program binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+    return meet(
+        run,
+        record,
+        nodes,
+        RENDEZVOUS_TIMEOUT_S,
+        "every node must see GPUQ_HOME at the same path (shared storage) and run gpuq's "
+        "interpreter (GPUQ_SLURM_PYTHON); `gpuq doctor --nodes N` checks both",
+    )
 
 
 def relay(fd: int, prefix: bytes) -> None:

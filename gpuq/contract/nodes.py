@@ -14,12 +14,16 @@ its own is named (`node`), a node that left no end is lost (`node_lost`). Standa
 only: the runner and each node's worker use it.
 """
 
+import contextlib
 import json
+import socket
+import subprocess
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuq.contract.rundir import RunDir, read_json
+from gpuq.contract.rundir import RunDir, read_json, write_json_atomic
 
 FOLDER = "nodes"
 
@@ -39,6 +43,50 @@ def announcement(
     if master_port is not None:
         record["master_port"] = master_port
     return record
+
+
+def node_address(node: str) -> str:
+    """Where the other nodes reach this one: Slurm's `NodeAddr` for it, else its host name."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        shown = subprocess.run(
+            ["scontrol", "show", "node", node, "--oneliner"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        for word in shown.split():
+            if word.startswith("NodeAddr="):
+                return word.removeprefix("NodeAddr=")
+    return socket.gethostname()
+
+
+def free_port() -> int:
+    """A TCP port no one listens on here now: the job's own, so two jobs on the same
+    nodes never collide (the program binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def meet(
+    run: RunDir, record: dict[str, Any], nodes: int, timeout_s: float, hint: str
+) -> list[dict[str, Any]]:
+    """Writes this node's announcement `record` under `run` and waits for all `nodes`';
+    every announcement, by rank. `TimeoutError` names the ranks missing, then `hint`."""
+    folder = run.path / FOLDER
+    folder.mkdir(exist_ok=True)
+    write_json_atomic(folder / f"{record['rank']}.json", record, durable=False)
+    deadline = time.monotonic() + timeout_s
+    while len(world := read_announcements(run, nodes)) < nodes:
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(nodes)) - {w["rank"] for w in world})
+            raise TimeoutError(
+                f"node ranks {missing} did not announce themselves in {folder} within "
+                f"{timeout_s:g} s: {hint}"
+            )
+        time.sleep(0.05)
+    return world
 
 
 def read_announcements(run: RunDir, nodes: int) -> list[dict[str, Any]]:

@@ -104,6 +104,26 @@ def lines_of(text: str, node: str) -> list[str]:
     ]
 
 
+def test_admission_knows_the_partitions_nodes(server, slurm_cluster):
+    def refused(resources: dict[str, int]) -> tuple[list[str], str]:
+        response = httpx.post(f"{server.url}/v1/jobs", json=command(["true"], resources=resources))
+        assert response.status_code == 422, response.text
+        [error] = response.json()["detail"]
+        return error["loc"], error["msg"]
+
+    assert refused({"gpus": 1, "nodes": 3}) == (
+        ["body", "resources", "nodes"],
+        "3 nodes requested but the Slurm partition has 2 GPU node(s)",
+    )
+    gpus = slurm_cluster.gpus + 1
+    assert refused({"gpus": gpus, "nodes": 2}) == (
+        ["body", "resources", "gpus"],
+        f"{gpus} GPUs per node requested but in the Slurm partition its 2 largest have "
+        f"{slurm_cluster.gpus} GPU(s)",
+    )
+    assert httpx.get(f"{server.url}/v1/jobs").json()["jobs"] == []
+
+
 def test_a_keras_job_trains_one_model_on_both_nodes(server, slurm_cluster):
     job_id = submit(server, two_nodes(epochs=3, batch_size=64))
     job = server.wait(job_id, FINAL, timeout_s=180)

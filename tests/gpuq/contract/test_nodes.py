@@ -3,11 +3,14 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from gpuq.contract.nodes import (
     NodeEnd,
     announcement,
     end_path,
     job_end,
+    meet,
     read_announcements,
     world_environment,
 )
@@ -127,3 +130,15 @@ def test_no_node_ever_ran_is_a_launch_error(tmp_path: Path):
     judged = classify(exit_info=end, detail=None, stop_reason=None, time_limit_s=None)
     assert judged.reason == Reason.launch_error
     assert "srun exited 1" in judged.message
+
+
+def test_a_node_that_waits_in_vain_names_the_ranks_missing(tmp_path: Path):
+    run = RunDir(tmp_path)
+    record = announcement(1, "n2", address="10.0.0.2", port=40001, master_port=None, gpus="0")
+    with pytest.raises(TimeoutError) as raised:
+        meet(run, record, 3, 0.2, "is GPUQ_HOME shared?")
+    assert str(raised.value) == (
+        f"node ranks [0, 2] did not announce themselves in {tmp_path / 'nodes'} within 0.2 s: "
+        "is GPUQ_HOME shared?"
+    )
+    assert read_announcements(run, 3) == [record]
