@@ -41,9 +41,11 @@ def launch_plan(
 ) -> dict[str, Any]:
     """`launch.json`: argv, working directory and the variables the job's process adds to
     its runner's environment `runner_env`; `running_at_start` for programs gpuq cannot see
-    inside, which count as running once started. A job on several nodes starts a gpuq
-    worker on each (`worker.node`) through Slurm's `srun`; each (`on_node`) then starts the
-    job's own process."""
+    inside, which count as running once started. Makes the attempt's folders (checkpoints,
+    artifacts, TensorBoard) first. A job on several nodes starts a gpuq worker on each
+    (`worker.node`) through Slurm's `srun`; each (`on_node`) then starts the job's own
+    process."""
+    run.create()  # its folders, where the scheduler left them to the runner
     runspec = json.loads(run.spec.read_text())
     command = runspec["spec"].get("command")
     nodes = int((runspec["spec"].get("resources") or {}).get("nodes") or 1)

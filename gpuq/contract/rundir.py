@@ -41,9 +41,10 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, durable: bool = True)
     """Writes a whole JSON file or nothing: readers never see half of it. `durable` also
     waits for the disk, for files that must outlive a power cut (how a job ended); what
     only matters while the attempt runs (its spec, its pids) need not."""
+    text = json.dumps(data)  # one C call; `json.dump` to a file encodes in Python
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
-        json.dump(data, f)
+        f.write(text)
         if durable:
             f.flush()
             os.fsync(f.fileno())

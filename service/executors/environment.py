@@ -45,10 +45,9 @@ def inherited(base: Mapping[str, str], *, own_account: bool) -> dict[str, str]:
     """What a job inherits of `base` (gpuq's environment): for a job run as gpuq's own
     account (`own_account`), or as its owner's, whose `PATH` leaves out the folders in
     gpuq's home (root's `~/.local/bin`: not the owner's programs)."""
-    env = {k: v for k, v in base.items() if k in NAMES or k.startswith(PREFIXES)}
-    if own_account:
-        env.update({k: v for k, v in base.items() if k in IDENTITY})
-    elif "PATH" in env and base.get("HOME"):
+    kept = NAMES | IDENTITY if own_account else NAMES
+    env = {k: v for k, v in base.items() if k in kept or k.startswith(PREFIXES)}
+    if not own_account and "PATH" in env and base.get("HOME"):
         env["PATH"] = without_folders_in(env["PATH"], base["HOME"])
     return env
 

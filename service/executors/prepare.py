@@ -46,7 +46,12 @@ def prepare_run(
         run.path.unlink()
     elif run.path.is_dir():
         shutil.rmtree(run.path)
-    run.create()
+    if launch.run_as is None and launch.resume_from is None:
+        # Its folders are the runner's to make (`worker.launch_plan`), away from the
+        # scheduler's thread, where each metadata write can wait on a commit's journal.
+        run.path.mkdir(parents=True)
+    else:
+        run.create()  # given away, or copied into, below
     # Not durable: after a power cut the attempt is over whatever this file says.
     write_json_atomic(run.spec, runspec.model_dump(mode="json"), durable=False)
     run.log.touch()

@@ -104,6 +104,19 @@ def claim_for_start(
     return claimed
 
 
+def unclaim(session: Session, job_id: int, attempt: int) -> bool:
+    """Takes back the claim of attempt `attempt` of a job that was never launched (only the
+    scheduler, which does this at start-up, moves a `starting` job on): queued again as
+    before it, no attempt spent, its GPUs freed; False if another writer won."""
+    back = {"started_at": None} if attempt == 1 else {}
+    taken = transition(
+        session, job_id, JobStatus.queued, attempt=attempt - 1, assigned_gpus=[], **back
+    )
+    if taken:
+        free_allocations(session, job_id)
+    return taken
+
+
 def record_launch(
     session: Session, job_id: int, executor: str, executor_job_id: str, runner_pid: int | None
 ) -> None:

@@ -25,6 +25,7 @@ from service.scheduler.drain import start_draining
 from service.scheduler.isolation import each_apart
 from service.scheduler.retries import retry_delay
 from service.scheduler.running import Books, Running
+from service.scheduler.starting import record_launches
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +55,26 @@ _JUDGED = (
 
 
 def settle(books: Books) -> None:
-    """The `ingest` and `reap` steps in one write transaction: every running job's new
-    events, then the exits with their jobs' last events, judged; their GPUs drain (no
-    transaction if nothing was written or ended)."""
+    """The `ingest` and `reap` steps in one write transaction, with what the launches since
+    the last write added (`starting.record_launches`): every running job's new events, then
+    the exits with their jobs' last events, judged; their GPUs drain (no transaction if
+    nothing was launched, written or ended)."""
     ended = _ended(books)
     # Read after the exits are known, so an ended job's events are all there; and before
     # the write lock is taken: nothing else writes these files now.
     found = ingest.read_new([r for r, _ in ended])
     found.update(ingest.read_new(list(books.running.values())))
-    if not ended and not found:
+    launched = dict(books.unrecorded)
+    if not ended and not found and not launched:
         return
     tails = {r.job_id: tail_log(r.run.log) for r, _ in ended}
     with books.db.write() as session:
+        record_launches(session, books.executor.name, launched)
         if found:
             ingest.record(session, found)
         said = _finish_all(books, session, ended, tails)
+    for job_id in launched:
+        books.unrecorded.pop(job_id, None)
     ingest.advance(books, found)
     for running, (outcome, retry_in) in said:
         log.info(
@@ -87,8 +93,6 @@ def _ended(books: Books) -> list[tuple[Running, Exit]]:
         running = books.running.pop(exit.job_id, None)
         if running is not None:
             ended.append((running, exit))
-        elif exit.job_id in books.disowned:  # killed unclaimed: the database never knew it
-            books.disowned.discard(exit.job_id)
         else:
             log.warning("job %d: an exit for a job this scheduler does not run", exit.job_id)
     return ended

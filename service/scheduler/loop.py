@@ -11,8 +11,10 @@ and time limits; `drain` (drain.py) frees GPUs once a finished job has really le
 a placed job runs is the executor's business (`service.executors`).
 
 With many short jobs the scheduler's time goes to commits, so what happens for every job
-is written once per step: `place` starts all it places in one transaction
-(`starting.batch`), and `ingest` and `reap` share one (`finishing.settle`).
+is written once per step: `place` claims all it places in one transaction and launches
+them once it has committed (`starting.batch`), outside the write lock that submissions
+wait for; `ingest` and `reap` share one with the record of those launches
+(`finishing.settle`).
 
 Under an executor with a queue of its own (Slurm) the steps are
 
@@ -26,7 +28,6 @@ on a child.
 """
 
 import logging
-import signal
 import threading
 import time
 
@@ -37,7 +38,7 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import ACTIVE, JobStatus
 from service.executors import Executor, LocalExecutor, QueueingExecutor
 from service.gpus.registry import GpuRegistry
-from service.jobs.writes import JOB
+from service.jobs import writes
 from service.public import Preview
 from service.scheduler.caps import CapGuard
 from service.scheduler.drain import drain
@@ -160,6 +161,8 @@ class Scheduler:
             jobs = session.exec(select(Job).where(taken)).all()
         for job in jobs:
             assert job.id is not None
+            if self._never_launched(job):
+                continue
             interactive = job.spec.get("kind") == "session"
             alive = books.executor.adopt(
                 job.id, job.attempt, job.executor_job_id, session=interactive
@@ -182,24 +185,27 @@ class Scheduler:
             )
             state = "re-adopted its live runner" if alive else "its runner is gone"
             log.info("job %d: %s after a restart", job.id, state)
-        if not isinstance(books.executor, QueueingExecutor):
-            self._kill_unrecorded_starts()
 
-    def _kill_unrecorded_starts(self) -> None:
-        """Kills the runners of queued jobs: started by a scheduler that stopped before it
-        committed their start (`starting.batch`), so nothing records that they run."""
-        books, executor = self.books, self.books.executor
-        query = select(JOB.c.id, JOB.c.attempt).where(JOB.c.status == JobStatus.queued)
-        with books.db.read() as session:
-            queued = session.connection().execute(query).all()
-        for job_id, attempt in queued:
-            if not executor.run_dir(job_id, attempt + 1).path.exists():
-                continue
-            # Whether alive or not, `exited()` reports it once: a job not running.
-            books.disowned.add(job_id)
-            if executor.adopt(job_id, attempt + 1, None):
-                log.warning("job %d: killing a runner whose start was never recorded", job_id)
-                executor.signal(job_id, signal.SIGKILL)
+    def _never_launched(self, job: Job) -> bool:
+        """Queues again, as it was before, a job claimed by a scheduler that stopped before
+        it launched it (`starting.batch`): on this box, `starting` with no run directory,
+        which is made before anything runs. True if it was one."""
+        books = self.books
+        if isinstance(books.executor, QueueingExecutor) or job.status != JobStatus.starting:
+            return False
+        assert job.id is not None
+        run = books.executor.run_dir(job.id, job.attempt)
+        if job.executor_job_id is not None or run.path.exists():
+            return False
+        with books.db.write() as session:
+            taken_back = writes.unclaim(session, job.id, job.attempt)
+        if taken_back:
+            log.warning(
+                "job %d: claimed for attempt %d but never launched (gpuq stopped); queued again",
+                job.id,
+                job.attempt,
+            )
+        return True
 
     def ingest_and_reap(self) -> None:
         """`ingest` then `reap`, in one write transaction."""

@@ -1,6 +1,6 @@
-"""The `place` step: plan the queue (`placement.plan` over a `snapshot`), start what may
-start now, and record why and where every other queued job waits, all in one write
-transaction (`starting.batch`). Also the dry run."""
+"""The `place` step: plan the queue (`placement.plan` over a `snapshot`), claim what may
+start now and record why and where every other queued job waits, all in one write
+transaction, then launch what it claimed (`starting.batch`). Also the dry run."""
 
 import time
 
@@ -13,7 +13,7 @@ from service.public import Preview, VictimPublic
 from service.scheduler import preempt, snapshot
 from service.scheduler.placement import order
 from service.scheduler.preemption import Candidate
-from service.scheduler.queued import PREVIEW_ID, request_for_spec
+from service.scheduler.queued import PREVIEW_ID, QueueReader, request_for_spec
 from service.scheduler.replan import Replan
 from service.scheduler.running import Books
 from service.scheduler.starting import batch
@@ -32,8 +32,11 @@ class Placer:
         self.books = books
         self._positions_at = 0.0  #: when every queue position was last brought up to date
         self._replan = Replan()
+        self._queue = QueueReader()  #: the plan's own; a dry run (an API thread) reads afresh
 
-    def _snapshot(self, *, skip_if_idle: bool = False) -> snapshot.Snapshot | None:
+    def _snapshot(
+        self, *, skip_if_idle: bool = False, reader: QueueReader | None = None
+    ) -> snapshot.Snapshot | None:
         books = self.books
         return snapshot.take(
             books.db,
@@ -42,6 +45,7 @@ class Placer:
             cpu_busy=sum(not r.gpus for r in list(books.running.values())),
             job_sessions=set(books.executor.job_sessions()),
             skip_if_idle=skip_if_idle,
+            reader=reader,
         )
 
     def place(self) -> None:
@@ -51,7 +55,7 @@ class Placer:
         seen = self._replan.due(self.books.db, running)
         if seen is None:
             return
-        snap = self._snapshot(skip_if_idle=True)
+        snap = self._snapshot(skip_if_idle=True, reader=self._queue)
         moments = [] if snap is None else [m for q in snap.queued.values() for m in q.waits_until]
         self._replan.planned(seen, running, moments)
         if snap is None:
@@ -78,14 +82,18 @@ class Placer:
         head = preemption.head if preemption is not None else 0
         if not (snap.doomed or changes or result.placements or victims):
             return  # nothing to write: no transaction, no commit to wake watchers
-        with batch(self.books) as starts:
-            for job_id, why in snap.doomed.items():
-                message = f"will never start: {why}"
-                writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
-                record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
-            stopped = [v for v in victims if _preempt(starts.session, v, head)]
-            writes.set_wait_reasons(starts.session, changes)
-            starts.start(result.placements)
+        try:
+            with batch(self.books) as starts:
+                for job_id, why in snap.doomed.items():
+                    message = f"will never start: {why}"
+                    writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
+                    record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
+                stopped = [v for v in victims if _preempt(starts.session, v, head)]
+                writes.set_wait_reasons(starts.session, changes)
+                starts.start(result.placements)
+        except BaseException:
+            self._replan.forget()
+            raise
         preempt.stop_victims(self.books, head, stopped)
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:

@@ -1,11 +1,13 @@
-"""Placement requests from queued jobs and from specs."""
+"""The queued jobs as planning reads them (`QueueReader`), and placement requests from them
+and from specs."""
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Connection, Select, select
 from sqlmodel import col
 
 from gpuq.contract.spec import JobSpec
@@ -45,8 +47,8 @@ class QueuedJob:
     @classmethod
     @cache
     def query(cls) -> Select[Any]:
-        """The queued jobs, as rows `from_row` reads (the database picks the spec's fields).
-        Built once: every scheduler step runs it."""
+        """The queued jobs, as rows `from_row` reads (the database picks the spec's fields),
+        each with its revision last. Built once: every scheduler step runs it."""
         return select(
             col(Job.id),
             col(Job.owner),
@@ -62,15 +64,66 @@ class QueuedJob:
             col(Job.wait_reason),
             col(Job.queue_position),
             col(Job.sweep_id),
+            col(Job.rev),
         ).where(col(Job.status) == JobStatus.queued)
 
     @classmethod
-    def from_row(cls, row: Any) -> "QueuedJob":
-        values = dict(row._mapping)
-        values["gpu_ids"] = tuple(values["gpu_ids"]) if values["gpu_ids"] else None
-        values["depends_on"] = list(values["depends_on"] or [])
-        values["held"] = bool(values["held"])
-        return cls(**values)
+    def from_row(cls, row: Sequence[Any]) -> "QueuedJob":
+        """The job in a row of `query` (its revision, last, left out)."""
+        (id_, owner, priority, gpus, memory_mb, gpu_ids, time_limit_s, depends_on, held) = row[:9]
+        return cls(
+            id_,
+            owner,
+            priority,
+            gpus,
+            memory_mb,
+            tuple(gpu_ids) if gpu_ids else None,
+            time_limit_s,
+            list(depends_on or []),
+            bool(held),
+            *row[9:-1],
+        )
+
+
+#: Ids in one `IN (...)` list: well under SQLite's limit on bound parameters.
+CHUNK = 500
+
+
+class QueueReader:
+    """Reads the queued jobs for each plan, whole only where they changed: every step reads
+    each queued job's id and revision (which a trigger raises on any change to its row),
+    and the rows of the jobs it has not seen at that revision. A queue of thousands that
+    barely moves costs two integers a job, not a parsed row."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[int, QueuedJob]] = {}  #: job → (revision, as read then)
+
+    def read(self, connection: Connection) -> dict[int, QueuedJob]:
+        """The queued jobs, by id, in one read transaction's view."""
+        revisions: list[tuple[int, int]] = [tuple(r) for r in connection.execute(_revisions())]
+        known = self._known
+        stale = [
+            job_id for job_id, rev in revisions if job_id not in known or known[job_id][0] != rev
+        ]
+        for chunk in _chunks(stale):
+            for row in connection.execute(QueuedJob.query().where(col(Job.id).in_(chunk))):
+                known[row[0]] = (row[-1], QueuedJob.from_row(row))
+        # A job no longer queued when its row was read (started, cancelled) is left out.
+        queued = {job_id: known[job_id][1] for job_id, _ in revisions if job_id in known}
+        for job_id in known.keys() - queued.keys():
+            del known[job_id]
+        return queued
+
+
+@cache
+def _revisions() -> Select[Any]:
+    ids: Any = col(Job.id)  # never None in a stored row
+    return select(ids, col(Job.rev)).where(col(Job.status) == JobStatus.queued)
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), CHUNK):
+        yield ids[start : start + CHUNK]
 
 
 def request_for_job(job: QueuedJob) -> Request:

@@ -74,3 +74,7 @@ class Replan:
         now, wall = time.monotonic(), utcnow()
         waits = [(moment - wall).total_seconds() for moment in falls_due if moment > wall]
         self._next_at = now + min([REPLAN_EVERY_S, *waits])
+
+    def forget(self) -> None:
+        """The last plan's writes did not commit: the next step plans again."""
+        self._seen = self._running = None

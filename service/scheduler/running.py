@@ -4,7 +4,7 @@ import time
 from dataclasses import dataclass, field
 
 from gpuq.contract.rundir import RunDir
-from service.executors import Executor
+from service.executors import Executor, Started
 from service.gpus.registry import GpuRegistry
 from service.scheduler.stats import SchedulerStats
 from service.settings import Settings
@@ -78,6 +78,6 @@ class Books:
     executor: Executor
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     running: dict[int, Running] = field(default_factory=dict)
-    #: jobs whose runner was killed because the database never recorded its start: their
-    #: exit, which the executor reports once, is no one's
-    disowned: set[int] = field(default_factory=set)
+    #: jobs launched since the scheduler's last write: what their launch added (the
+    #: runner's pid, the executor's id), for that write to record (`finishing.settle`)
+    unrecorded: dict[int, Started] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from service.gpus.states import GpuState
 from service.jobs.writes import JOB, JobRow
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
-from service.scheduler.queued import QueuedJob, request_for_job
+from service.scheduler.queued import QueuedJob, QueueReader, request_for_job
 from service.settings import Settings
 from service.store.db import Database, utcnow
 from service.store.tables import Job, Sweep
@@ -57,15 +57,16 @@ def take(
     cpu_busy: int,
     job_sessions: set[int],
     skip_if_idle: bool = False,
+    reader: QueueReader | None = None,
 ) -> Snapshot | None:
     """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
-    tick costs one indexed query rather than a scan of recent jobs and a GPU reading."""
+    tick costs one indexed query rather than a scan of recent jobs and a GPU reading.
+    `reader`: the scheduler's own, which keeps what it read from one step to the next."""
     now_dt = utcnow()
     now = time.time()
     horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
     with db.read() as session:
-        rows = session.connection().execute(QueuedJob.query())
-        queued = {job.id: job for job in map(QueuedJob.from_row, rows)}
+        queued = (reader or QueueReader()).read(session.connection())
         if skip_if_idle and not queued:
             return None
         connection = session.connection()

@@ -1,13 +1,17 @@
-"""Starting placed jobs: claim each and its GPUs, work out its device plan, and hand it to
-the executor; all the starts of one step in one write transaction (`batch`).
+"""Starting placed jobs: claim each and its GPUs in the step's write transaction (`batch`),
+then, once that has committed, work out each one's run directory and hand it to the
+executor, outside the write lock (submissions wait for that lock).
 
-A start is a fork of about a millisecond, so it happens inside the transaction: the claim,
-the start and the record of the launch commit together, or the runners just started are
-killed. A crash between a start and the commit leaves a runner for a job the database still
-calls queued; `Scheduler.reconcile` kills it at the next start-up.
+Nothing runs that the database does not know: a job is launched only after its claim
+(`starting`, its attempt, its GPUs) is committed. What the launch adds (the runner's pid,
+the executor's id) is written with the scheduler's next write (`Books.unrecorded`, by
+`finishing.settle`); until then, and after a crash, the runner is found by its run
+directory. A crash between the claim's commit and the launch leaves a job `starting` with
+no run directory: `Scheduler.reconcile` queues it again as it was, no attempt spent.
 """
 
 import logging
+import os
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +33,10 @@ from service.store.db import utcnow
 from service.team import run_as
 
 log = logging.getLogger(__name__)
+
+#: Set (to anything) in gpuq's environment, it SIGKILLs itself after a step's claims have
+#: committed and before their launch: the crash the recovery tests make on purpose.
+CRASH_AFTER_CLAIM = "GPUQ_TEST_CRASH_AFTER_CLAIM"
 
 #: no training step is taken for hung sooner (a big model's first epoch ends with a
 #: validation pass that compiles its own function)
@@ -94,27 +102,28 @@ def launch(books: Books, executor: Executor, attempt: Launch, unix_user: str | N
 
 
 @dataclass(frozen=True)
-class _Launched:
-    """A job started in a transaction not yet committed."""
+class _Claimed:
+    """A job claimed in a transaction not yet committed: what to launch once it is."""
 
+    launch: Launch
+    unix_user: str | None
     running: Running
-    attempt: int
-    runner_pid: int | None
     waited_s: float | None  #: a first attempt's time in the queue
 
 
 class Starts:
-    """The placed jobs one write transaction starts (`batch`)."""
+    """The placed jobs one write transaction claims (`batch`), to start once it commits."""
 
-    def __init__(self, books: Books, session: Session, launched: list[_Launched]) -> None:
+    def __init__(self, books: Books, session: Session, claimed: list[_Claimed]) -> None:
         self.books = books
         self.session = session  #: the transaction, for the step's other writes
-        self._launched = launched
+        self._claimed = claimed
         inventory = books.gpus.inventory
         self._totals = {d.index: d.memory_total_mb for d in inventory.devices}
 
     def start(self, placements: Sequence[Placement]) -> None:
-        """Claims each placed job that is still queued on its GPUs, and starts it."""
+        """Claims each placed job that is still queued on its GPUs, to start it once the
+        transaction has committed."""
         if not placements:
             return
         query = select(
@@ -142,17 +151,6 @@ class Starts:
             headroom_mb=books.settings.gpu_headroom_mb,
             gpu_total_mb=min((self._totals[i] for i in indices), default=0),
         )
-        try:
-            started = launch(
-                books,
-                books.executor,
-                new_launch(books, job.id, attempt, spec, devices, params=job.params),
-                job.unix_user,
-            )
-        except LaunchError as exc:
-            log.error("job %d: %s", job.id, exc)
-            writes.fail_launch(session, job.id, str(exc))
-            return
         running = Running(
             job.id,
             books.executor.run_dir(job.id, attempt),
@@ -163,50 +161,52 @@ class Starts:
             ),
         )
         waited = (utcnow() - job.created_at).total_seconds() if attempt == 1 else None
-        # Known before its launch is recorded: if that write fails, the runner is killed.
-        self._launched.append(_Launched(running, attempt, started.runner_pid, waited))
-        writes.record_launch(
-            session, job.id, books.executor.name, started.executor_job_id, started.runner_pid
-        )
+        attempt_launch = new_launch(books, job.id, attempt, spec, devices, params=job.params)
+        self._claimed.append(_Claimed(attempt_launch, job.unix_user, running, waited))
 
 
 @contextmanager
 def batch(books: Books) -> Iterator[Starts]:
-    """One write transaction for a step's writes and starts (`Starts.start`): committed,
-    the jobs started run; rolled back, or if the commit fails, they are killed so that
-    nothing runs that the database does not know."""
-    launched: list[_Launched] = []
+    """One write transaction for a step's writes and claims (`Starts.start`); once it has
+    committed, the claimed jobs are launched. Rolled back, nothing was launched."""
+    claimed: list[_Claimed] = []
+    with books.db.write() as session:
+        yield Starts(books, session, claimed)
+    if claimed and os.environ.get(CRASH_AFTER_CLAIM):
+        os.kill(os.getpid(), signal.SIGKILL)  # the moment reconcile must handle
+    for job in claimed:
+        _launch(books, job)
+
+
+def _launch(books: Books, job: _Claimed) -> None:
+    """Starts a claimed job, or fails it (`launch_error`) if it cannot be started: a job
+    claimed and not launched would hold its GPUs until gpuq's next start."""
+    job_id, attempt = job.launch.job_id, job.launch.attempt
     try:
+        started = launch(books, books.executor, job.launch, job.unix_user)
+    except Exception as exc:  # whatever it was, the job is claimed and must not stay so
+        if not isinstance(exc, LaunchError):
+            log.exception("job %d: its launch failed", job_id)
+        log.error("job %d: %s", job_id, exc)
         with books.db.write() as session:
-            yield Starts(books, session, launched)
-    except BaseException:
-        _abandon(books, launched)
-        raise
-    for started in launched:
-        _took(books, started)
-
-
-def _took(books: Books, started: _Launched) -> None:
-    """The start is committed: the job runs."""
-    job_id = started.running.job_id
-    books.running[job_id] = started.running
-    books.disowned.discard(job_id)
-    if started.waited_s is not None:
-        books.stats.queue_wait_seconds.observe(max(0.0, started.waited_s))
+            writes.fail_launch(session, job_id, str(exc))
+        return
+    books.running[job_id] = job.running
+    books.unrecorded[job_id] = started
+    if job.waited_s is not None:
+        books.stats.queue_wait_seconds.observe(max(0.0, job.waited_s))
     log.info(
         "job %d: attempt %d started on GPUs %s by the %s executor (runner pid %s)",
         job_id,
-        started.attempt,
-        started.running.gpus or "none (CPU)",
+        attempt,
+        job.running.gpus or "none (CPU)",
         books.executor.name,
         started.runner_pid,
     )
 
 
-def _abandon(books: Books, launched: list[_Launched]) -> None:
-    """The starts were not committed: their runners go at once."""
-    for started in launched:
-        job_id = started.running.job_id
-        log.error("job %d: its start was not recorded; killing its runner", job_id)
-        books.executor.signal(job_id, signal.SIGKILL)
-        books.disowned.add(job_id)  # its exit is reported once, for a job not running
+def record_launches(session: Session, executor: str, launched: dict[int, Started]) -> None:
+    """Writes what launches added to their jobs (`Books.unrecorded`): the executor's id and
+    the runner's pid."""
+    for job_id, started in launched.items():
+        writes.record_launch(session, job_id, executor, started.executor_job_id, started.runner_pid)

@@ -11,7 +11,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, DateTime, Engine, Table, TypeDecorator, create_engine, event
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Engine,
+    Table,
+    TypeDecorator,
+    create_engine,
+    event,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.url import make_url
 from sqlmodel import Session, SQLModel
@@ -24,6 +33,7 @@ if TYPE_CHECKING:
     import psycopg
 
 BUSY_TIMEOUT_MS = 10_000
+_REVISION = text("SELECT value FROM revision WHERE name = :name")
 T = TypeVar("T")
 
 
@@ -104,7 +114,8 @@ class Database:
     _change_probe: postgres.ChangeProbe | None = None
     #: PostgreSQL: hears other processes' commits.
     _listener: ChangeListener | None = None
-    _cache: dict[str, tuple[object, Any]] = field(default_factory=dict)
+    #: key → (what `_version` said, the revision, the value)
+    _cache: dict[str, tuple[object, int | None, Any]] = field(default_factory=dict)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -183,20 +194,29 @@ class Database:
             yield conn
         self.notices.notify()
 
-    def cached(self, key: str, load: Callable[[], T]) -> T:
+    def cached(self, key: str, load: Callable[[], T], *, revision: str | None = None) -> T:
         """`load()`'s value, kept until anything is committed to the database (by this
-        process or another); loaded every time where that cannot be told."""
+        process or another); loaded every time where that cannot be told. With `revision`
+        (a row of the `revision` table, which triggers raise on every change to what it
+        watches), kept across commits too, until that revision changes."""
         version = self._version()
         if version is None:
             return load()
         with self._cache_lock:
             hit = self._cache.get(key)
         if hit is not None and hit[0] == version:
-            return hit[1]
-        value = load()  # a commit meanwhile makes the next call load again: no stale hit
+            return hit[2]
+        # Read before `load`, so a change in between makes the next call load again.
+        rev = None if revision is None else self._revision(revision)
+        unchanged = hit is not None and rev is not None and hit[1] == rev
+        value = hit[2] if unchanged and hit is not None else load()
         with self._cache_lock:
-            self._cache[key] = (version, value)
+            self._cache[key] = (version, rev, value)
         return value
+
+    def _revision(self, name: str) -> int | None:
+        with self.reader.connect() as connection:
+            return connection.execute(_REVISION, {"name": name}).scalar()
 
     def _version(self) -> object | None:
         """What changes whenever anything commits; None where that cannot be told."""

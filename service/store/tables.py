@@ -207,6 +207,14 @@ class User(SQLModel, table=True):
     revoked_at: datetime | None = _utc(default=None)
 
 
+class Revision(SQLModel, table=True):
+    """A counter that triggers raise on every change to what it is named for (`users`: the
+    user table), so a cache of that is read again only when it changed (`Database.cached`)."""
+
+    name: str = Field(primary_key=True)
+    value: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+
+
 class AuditEntry(SQLModel, table=True):
     """One mutation: who did what to which job, GPU or user."""
 

@@ -141,8 +141,9 @@ def active_users(db: Database) -> list[ActiveUser]:
 
 
 def current_users(db: Database) -> list[ActiveUser]:
-    """`active_users`, read again only after a commit: every request asks."""
-    return db.cached("active_users", lambda: active_users(db))
+    """`active_users`, read again only when a user changed (the `users` revision, which
+    triggers raise): every request and every start asks."""
+    return db.cached("active_users", lambda: active_users(db), revision="users")
 
 
 def has_users(db: Database) -> bool:
@@ -153,7 +154,7 @@ def has_users(db: Database) -> bool:
 def authenticate(db: Database, authorization: str | None) -> Caller:
     """The caller behind an `Authorization` header; anyone while no user exists.
 
-    Every request asks this, so the active users are read again only after a commit."""
+    Every request asks this, so the active users are read again only when one changed."""
     users = current_users(db)
     if not users:
         return OPEN

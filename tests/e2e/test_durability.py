@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from service import jobs
+from service.scheduler.starting import CRASH_AFTER_CLAIM
 from service.settings import Settings
 from service.store.db import Database
 from tests.conftest import WRITER, job_spec
@@ -172,3 +174,91 @@ def test_acknowledged_concurrent_submissions_survive_kill_9_mid_stream(api_serve
     stored = {j["id"]: j["name"] for j in all_jobs(api_server.url)}
     assert not refused and len(acknowledged) >= 120
     assert {job_id: stored.get(job_id) for job_id in acknowledged} == acknowledged
+
+
+# The launch path: a job is launched after the commit that claimed it, outside the write lock.
+
+
+@pytest.fixture
+def full_server(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Server]:
+    """A server that schedules and runs what it accepts (`gpus: 0` jobs, two at once).
+    Parametrize indirectly with a dict for more environment."""
+    server = Server(settings.home, settings.database_url)
+    server.env.update(getattr(request, "param", {}))
+    server.start()
+    yield server
+    if server.proc and server.proc.poll() is None:
+        server.kill()
+
+
+def writes_its_id(path: Path, name: str) -> dict:
+    """A trivial job that appends its job id to `path`: the lines tell how often it ran."""
+    argv = ["/bin/sh", "-c", f'echo "$GPUQ_JOB_ID" >> {path}']
+    return {"name": name, "kind": "command", "command": {"argv": argv}, "resources": {"gpus": 0}}
+
+
+def ran(path: Path) -> list[int]:
+    return sorted(int(line) for line in path.read_text().split()) if path.exists() else []
+
+
+@pytest.mark.parametrize(
+    "full_server", [{CRASH_AFTER_CLAIM: "1", "GPUQ_WARM_WORKERS": "0"}], indirect=True
+)
+def test_a_crash_between_the_claims_commit_and_the_launch_loses_nothing(full_server, tmp_path):
+    marker = tmp_path / "ran"
+    job_id = httpx.post(f"{full_server.url}/v1/jobs", json=writes_its_id(marker, "once")).json()[
+        "id"
+    ]
+    assert full_server.proc is not None
+    assert full_server.proc.wait(timeout=30) == -signal.SIGKILL  # it crashed at that moment
+    assert ran(marker) == []  # nothing was launched
+    assert not (full_server.home / "runs" / str(job_id)).exists()
+    del full_server.env[CRASH_AFTER_CLAIM]
+    full_server.start()
+    job = full_server.wait(job_id, {"succeeded", "failed", "cancelled"}, timeout_s=60)
+    assert (job["status"], job["attempt"], job["previous_attempts"]) == ("succeeded", 1, [])
+    assert ran(marker) == [job_id]
+    assert (
+        "claimed for attempt 1 but never launched"
+        in (full_server.home.parent / "serve.log").read_text()
+    )
+
+
+def test_every_acknowledged_job_runs_once_after_kill_9_mid_burst(full_server, tmp_path):
+    """Four clients submit trivial jobs that the server is claiming and launching as they
+    come; it is killed mid-stream and started again. Every job answered 201 runs exactly
+    once: none lost in a claim that was never launched, none started twice."""
+    marker = tmp_path / "ran"
+    acknowledged: list[int] = []
+    lock = threading.Lock()
+
+    def client_work(n: int) -> None:
+        with httpx.Client(base_url=full_server.url, timeout=30) as http:
+            for i in range(10_000):
+                try:
+                    response = http.post("/v1/jobs", json=writes_its_id(marker, f"c{n}-{i}"))
+                except httpx.TransportError:
+                    return  # killed: this one may or may not be stored
+                assert response.status_code == 201, response.text
+                with lock:
+                    acknowledged.append(response.json()["id"])
+
+    clients = [threading.Thread(target=client_work, args=(n,)) for n in range(4)]
+    for client in clients:
+        client.start()
+    # Killed once jobs are running: some ended, some launched, some only claimed.
+    while len(ran(marker)) < 10 and all(c.is_alive() for c in clients):
+        time.sleep(0.005)
+    full_server.kill(signal.SIGKILL)
+    for client in clients:
+        client.join(60)
+    assert len(acknowledged) >= 10
+    full_server.start()
+    deadline = time.monotonic() + 120
+    while {j["status"] for j in all_jobs(full_server.url)} - {"succeeded"}:
+        assert time.monotonic() < deadline, "the jobs never all ended"
+        time.sleep(0.2)
+    stored = all_jobs(full_server.url)
+    assert set(acknowledged) <= {j["id"] for j in stored}
+    assert ran(marker) == sorted(j["id"] for j in stored)  # each exactly once
+    assert all(j["attempt"] == 1 for j in stored)

@@ -44,11 +44,15 @@ def test_place_records_why_a_job_waits(db, scheduler):
     assert job.wait_reason == "waiting for GPUs 1 whole; GPU 1 is held whole by job 1"
 
 
-def test_a_job_left_starting_without_a_runner_is_lost_and_frees_its_gpu(db, scheduler, settings):
+def test_a_job_left_starting_whose_runner_is_gone_is_lost_and_frees_its_gpu(
+    db, scheduler, settings
+):
     job_id = queue(db)
     with db.write() as session:
         jobs.transition(session, job_id, JobStatus.starting, assigned_gpus=[0], attempt=1)
         session.add(Allocation(job_id=job_id, gpu_index=0, memory_mb=None))
+    # Launched (its run directory is there), but its runner is gone without an exit record.
+    (settings.runs_dir / str(job_id) / "1").mkdir(parents=True)
     scheduler.reconcile()
     scheduler.ingest_and_reap()
     job = jobs.get_job(db, job_id)

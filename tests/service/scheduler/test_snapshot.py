@@ -11,6 +11,7 @@ from service.gpus import registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
 from service.scheduler import snapshot
+from service.scheduler.queued import QueuedJob, QueueReader
 from service.store.db import utcnow
 from service.store.tables import Job
 from service.team.users import Caller
@@ -105,3 +106,35 @@ def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, gpus, settings):
     submit(db, "ana")
     busy = snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), skip_if_idle=True)
     assert busy is not None and list(busy.queued) == [1]
+
+
+def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
+    db, gpus, settings, monkeypatch
+):
+    first, second, third = (submit(db, "ana", name=f"j{n}") for n in range(3))
+    reader = QueueReader()
+    parsed: list[int] = []
+    from_row = QueuedJob.from_row
+    monkeypatch.setattr(QueuedJob, "from_row", lambda row: parsed.append(row[0]) or from_row(row))
+
+    def read() -> dict[int, QueuedJob]:
+        with db.read() as session:
+            return reader.read(session.connection())
+
+    assert set(read()) == {first, second, third}
+    assert sorted(parsed) == [first, second, third]
+    parsed.clear()
+    assert set(read()) == {first, second, third} and parsed == []  # nothing changed
+    with db.write() as session:  # one job changed, one started, one new
+        jobs.writes.set_wait_reasons(session, [{"job_id": first, "why": "later", "position": 1}])
+        assert jobs.writes.claim_for_start(session, second, 1, [0], None)
+    fourth = submit(db, "bo")
+    queued = read()
+    assert set(queued) == {first, third, fourth}
+    assert sorted(parsed) == sorted([first, fourth])
+    assert (queued[first].wait_reason, queued[first].queue_position) == ("later", 1)
+    # What the plan gets is what a fresh read gets.
+    assert (
+        take(db, gpus, settings).queued
+        == snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), reader=reader).queued
+    )

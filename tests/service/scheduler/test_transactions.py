@@ -1,23 +1,25 @@
-"""One write transaction per step for what it starts, ingests and reaps; what a start that
-never committed leaves behind is killed (real runners, a real database)."""
+"""One write transaction per step for what it claims, and one for what it ingests and reaps
+with the record of what it launched; nothing is launched before its claim commits, and a
+claim whose launch never came is queued again (real runners, a real database)."""
 
 import json
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import event
+from sqlmodel import select
 
-from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.spec import JobSpec
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import TERMINAL, JobStatus
 from service import jobs
-from service.executors import LocalExecutor
-from service.scheduler import ingest, starting
+from service.executors import LaunchError
+from service.jobs import writes
+from service.scheduler import ingest
 from service.scheduler.loop import Scheduler
+from service.store.tables import Allocation
 from tests.conftest import ANA, command_spec
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -54,19 +56,42 @@ def gone(pid: int) -> bool:
     return not os.path.exists(f"/proc/{pid}")
 
 
-def test_one_step_starting_two_jobs_commits_once(db, scheduler, commits):
+def runner_pid(scheduler: Scheduler, job_id: int) -> int:
+    """The pid of the job's runner, as the executor knows it."""
+    return next(p for p, j in scheduler.books.executor.job_sessions().items() if j == job_id)
+
+
+def test_one_step_claims_two_jobs_in_one_commit_and_launches_them_after_it(db, scheduler, commits):
     first, second = queue(db, SLEEP), queue(db, SLEEP)
+    launched_in: list[bool] = []  # whether the write lock was held at each launch
+    executor = scheduler.books.executor
+    start = executor.start
+
+    def watched(launch):
+        launched_in.append(db._write_lock.locked())
+        return start(launch)
+
+    executor.start = watched
     commits.clear()
     scheduler.place()
     assert len(commits) == 1
+    assert launched_in == [False, False]
     for job_id in (first, second):
         job = jobs.get_job(db, job_id)
-        assert (job.status, job.attempt, job.executor) == (JobStatus.starting, 1, "local")
-        assert job.runner_pid is not None and not gone(job.runner_pid)
+        assert (job.status, job.attempt) == (JobStatus.starting, 1)
+        assert not gone(runner_pid(scheduler, job_id))
     assert set(scheduler.books.running) == {first, second}
+    # The launches are recorded by the next write, which the running jobs' events need
+    # anyway.
+    scheduler.ingest_and_reap()
+    assert len(commits) == 2
+    for job_id in (first, second):
+        job = jobs.get_job(db, job_id)
+        assert (job.executor, job.runner_pid) == ("local", runner_pid(scheduler, job_id))
+    assert scheduler.books.unrecorded == {}
 
 
-def test_a_start_that_does_not_commit_kills_its_runners(db, scheduler, commits):
+def test_a_claim_that_does_not_commit_launches_nothing(db, scheduler, settings, commits):
     first, second = queue(db, SLEEP), queue(db, SLEEP)
 
     def refuse(_conn: object) -> None:
@@ -80,26 +105,19 @@ def test_a_start_that_does_not_commit_kills_its_runners(db, scheduler, commits):
         event.remove(db.writer, "commit", refuse)
     assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.queued] * 2
     assert scheduler.books.running == {}
-    assert scheduler.books.disowned == {first, second}
-    runners = scheduler.books.executor.job_sessions()  # runner pid → job
-    assert sorted(runners.values()) == [first, second]
-    until(lambda: all(gone(pid) for pid in runners))
-    # Their exits are reported once, and are no one's.
-    until(lambda: _reaped(scheduler))
-    assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.queued] * 2
-
-
-def _reaped(scheduler: Scheduler) -> bool:
-    scheduler.ingest_and_reap()
-    return not scheduler.books.disowned
+    assert scheduler.books.executor.job_sessions() == {}
+    assert not settings.runs_dir.exists() or list(settings.runs_dir.iterdir()) == []
+    # The next step claims and starts them.
+    scheduler.place()
+    assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.starting] * 2
 
 
 def test_reaping_two_exits_is_one_commit(db, scheduler, commits):
     fails = command_spec("raise SystemExit(3)", gpus=0)
     ok, failed = queue(db, command_spec("pass", gpus=0)), queue(db, fails)
     scheduler.place()
-    pids = [jobs.get_job(db, i).runner_pid for i in (ok, failed)]
-    until(lambda: all(gone(pid) for pid in pids if pid is not None))
+    pids = [runner_pid(scheduler, i) for i in (ok, failed)]
+    until(lambda: all(gone(pid) for pid in pids))
     commits.clear()
     scheduler.ingest_and_reap()
     assert len(commits) == 1
@@ -132,36 +150,40 @@ def test_ingest_writes_every_jobs_events_in_one_commit_and_skips_files_that_did_
     assert (len(commits), reads) == (1, [])
 
 
-def test_reconcile_kills_a_runner_whose_start_never_committed(db, settings, scheduler, caplog):
-    job_id = queue(db, SLEEP)
-    # A scheduler that started the job and stopped before its commit: a real runner for
-    # attempt 1, while the database still says queued (attempt 0).
-    crashed = LocalExecutor(settings.runs_dir)
-    spec = JobSpec.model_validate(SLEEP)
-    launch = starting.new_launch(scheduler.books, job_id, 1, spec, DevicePlan.cpu())
-    try:
-        pid = crashed.start(launch).runner_pid
-        assert pid is not None
-        run = crashed.run_dir(job_id, 1)
-        until(lambda: run.runner.exists() and os.path.getsize(run.runner) > 0)
+def test_reconcile_queues_again_a_claim_whose_launch_never_came(db, scheduler, caplog):
+    job_id = queue(db, command_spec("pass", gpus=1))
+    # A scheduler that claimed the job on GPU 1 and stopped before it launched it.
+    with db.write() as session:
+        assert writes.claim_for_start(session, job_id, 1, [1], None)
+    with caplog.at_level(logging.WARNING, logger="service.scheduler.loop"):
         scheduler.reconcile()
-        until(lambda: gone(pid))
-        assert scheduler.books.disowned == {job_id}
-        with caplog.at_level(logging.WARNING, logger="service.scheduler.finishing"):
-            until(lambda: _reaped(scheduler))
-        assert not [r for r in caplog.records if r.name.endswith("finishing")]
-        job = jobs.get_job(db, job_id)
-        assert (job.status, job.attempt) == (JobStatus.queued, 0)
-        assert scheduler.books.running == {}
-    finally:
-        crashed.signal(job_id, signal.SIGKILL)
-        crashed.close()
+    assert f"job {job_id}: claimed for attempt 1 but never launched" in caplog.text
+    job = jobs.get_job(db, job_id)
+    assert (job.status, job.attempt, job.assigned_gpus, job.started_at) == (
+        JobStatus.queued,
+        0,
+        [],
+        None,
+    )
+    assert scheduler.books.running == {}
+    with db.read() as session:
+        assert session.exec(select(Allocation)).all() == []
+    scheduler.place()
+    assert jobs.get_job(db, job_id).attempt == 1
+    until(lambda: _settled(scheduler, db, job_id))
+    job = jobs.get_job(db, job_id)
+    assert (job.status, job.attempt, job.previous_attempts) == (JobStatus.succeeded, 1, [])
+
+
+def _settled(scheduler: Scheduler, db, job_id: int) -> bool:
+    scheduler.ingest_and_reap()
+    return jobs.get_job(db, job_id).status in TERMINAL
 
 
 def test_reconcile_leaves_queued_jobs_without_a_run_directory_alone(db, scheduler):
     job_id = queue(db, SLEEP)
     scheduler.reconcile()
-    assert scheduler.books.disowned == set()
+    assert scheduler.books.running == {}
     assert jobs.get_job(db, job_id).status == JobStatus.queued
 
 
@@ -169,8 +191,7 @@ def test_one_commit_for_what_running_jobs_said_and_how_the_others_ended(db, sche
     sleeps, quick = queue(db, SLEEP), queue(db, command_spec("pass", gpus=0))
     scheduler.place()
     events = scheduler.books.running[sleeps].run.events
-    pid = jobs.get_job(db, quick).runner_pid
-    assert pid is not None
+    pid = runner_pid(scheduler, quick)
     until(lambda: gone(pid) and events.exists() and b'"running"' in events.read_bytes())
     commits.clear()
     scheduler.ingest_and_reap()
@@ -179,3 +200,26 @@ def test_one_commit_for_what_running_jobs_said_and_how_the_others_ended(db, sche
     assert jobs.get_job(db, quick).status == JobStatus.succeeded
     assert list(scheduler.books.running) == [sleeps]
     assert scheduler.books.running[sleeps].offset == events.stat().st_size
+
+
+def test_a_claimed_job_that_cannot_be_launched_fails_and_the_others_start(db, scheduler):
+    refused, broken, fine = queue(db, SLEEP), queue(db, SLEEP), queue(db, SLEEP)
+    executor = scheduler.books.executor
+    start = executor.start
+
+    def picky(launch):
+        if launch.job_id == refused:
+            raise LaunchError("could not start the worker: no space left on device")
+        if launch.job_id == broken:
+            raise RuntimeError("a bug")
+        return start(launch)
+
+    executor.start = picky
+    scheduler.books.settings.max_cpu_jobs = 3
+    scheduler.place()
+    for job_id, message in ((refused, "no space left on device"), (broken, "a bug")):
+        job = jobs.get_job(db, job_id)
+        assert (job.status, job.reason) == (JobStatus.failed, "launch_error")
+        assert message in job.message
+    assert jobs.get_job(db, fine).status == JobStatus.starting
+    assert set(scheduler.books.running) == {fine}

@@ -18,7 +18,7 @@ from service.store import migrate
 from service.store.change_listener import LISTENING_POLL_S
 from service.store.db import Database
 from service.store.postgres import WRITE_LOCK_KEY
-from service.team.users import add_user, list_users
+from service.team.users import add_user, list_users, revoke_user
 from tests.conftest import ANA, job_spec
 
 BOTH = pytest.mark.backends("sqlite", "postgres")
@@ -93,6 +93,36 @@ def test_a_cached_value_lasts_until_any_connection_commits(db: Database, setting
     assert db.cached("k", load) == 2
     add_user(db, "bo")  # this process's own writes count too
     assert db.cached("k", load) == 3
+
+
+@BOTH
+def test_a_value_cached_by_revision_lasts_until_what_it_watches_changes(db: Database, settings):
+    loads = []
+
+    def load() -> int:
+        loads.append(1)
+        return len(loads)
+
+    def cached() -> int:
+        return db.cached("users", load, revision="users")
+
+    assert cached() == 1
+    jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    assert cached() == 1  # a commit, but no user changed: no second load
+    add_user(db, "ana")
+    assert cached() == 2
+    revoke_user(db, "ana")
+    assert cached() == 3
+    # Whoever writes, however: a program of its own deleting a row by hand.
+    if db.dialect == "postgresql":
+        with psql(settings) as conn:
+            conn.execute('DELETE FROM "user"')
+    else:
+        with contextlib.closing(sqlite3.connect(settings.home / "gpuq.db")) as conn, conn:
+            conn.execute('DELETE FROM "user"')
+    assert cached() == 4
+    jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    assert cached() == 4
 
 
 def psql(settings) -> psycopg.Connection:
