@@ -105,6 +105,8 @@ class QueueReader:
         stale = [
             job_id for job_id, rev in revisions if job_id not in known or known[job_id][0] != rev
         ]
+        for job_id in stale:  # read again below if still queued (never kept as it was)
+            known.pop(job_id, None)
         for chunk in _chunks(stale):
             for row in connection.execute(QueuedJob.query().where(col(Job.id).in_(chunk))):
                 known[row[0]] = (row[-1], QueuedJob.from_row(row))
