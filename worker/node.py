@@ -21,7 +21,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuq.contract.nodes import (
+    FOLDER,
     NodeEnd,
     announcement,
     end_path,
@@ -36,6 +36,7 @@ from gpuq.contract.nodes import (
     meet,
     node_address,
     scratch,
+    this_task,
     world_environment,
 )
 from gpuq.contract.rundir import RunDir, write_json_atomic
@@ -48,9 +49,7 @@ READ_CHUNK = 65536
 
 def main(argv: list[str]) -> int:
     run = RunDir(Path(argv[1]))
-    rank = int(os.environ["SLURM_PROCID"])
-    nodes = int(os.environ["SLURM_NTASKS"])
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    rank, nodes, node = this_task()
     prefix = f"[{node}] ".encode()
     stopped: list[int] = []  # the signals that reached this node before its program ended
     child: subprocess.Popen[bytes] | None = None
@@ -100,7 +99,7 @@ def main(argv: list[str]) -> int:
     relay(child.stdout.fileno(), prefix)
     code = child.wait()
     if rank > 0:
-        shutil.rmtree(run.path / "nodes" / str(rank), ignore_errors=True)
+        shutil.rmtree(run.path / FOLDER / str(rank), ignore_errors=True)
     return record_end(
         run,
         NodeEnd(

@@ -16,6 +16,7 @@ only: the runner and each node's worker use it.
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import time
@@ -43,6 +44,12 @@ def announcement(
     if master_port is not None:
         record["master_port"] = master_port
     return record
+
+
+def this_task() -> tuple[int, int, str]:
+    """This Slurm task's rank, the number of tasks (one a node) and its node's name."""
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"]), node
 
 
 def node_address(node: str) -> str:

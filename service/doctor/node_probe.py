@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gpuq.contract.nodes import announcement, meet, node_address
+from gpuq.contract.nodes import FOLDER, announcement, meet, node_address, this_task
 from gpuq.contract.rundir import RunDir, write_json_atomic
 
 #: how long a node waits for the others to announce themselves, then for their results
@@ -34,8 +34,7 @@ FRAMEWORKS = ("tensorflow", "torch")
 
 def main(argv: list[str]) -> int:
     run = RunDir(Path(argv[1]))
-    rank, nodes = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    rank, nodes, node = this_task()
     listener = socket.create_server(("", 0))
     threading.Thread(target=_answer, args=(listener,), daemon=True).start()
     found: dict[str, Any] = {
@@ -45,7 +44,6 @@ def main(argv: list[str]) -> int:
         "python_version": platform.python_version(),
         "gpuq": package_version("gpuq"),
         "frameworks": {name: importlib.util.find_spec(name) is not None for name in FRAMEWORKS},
-        "saw": [],
         "reached": {},
     }
     record = announcement(
@@ -61,7 +59,6 @@ def main(argv: list[str]) -> int:
     except (OSError, TimeoutError) as exc:
         found["error"] = str(exc)
         return _report(run, found, nodes)
-    found["saw"] = [w["node"] for w in world]
     for other in world:
         if other["rank"] != rank:
             found["reached"][other["node"]] = _reach(other["address"], int(other["port"]))
@@ -87,7 +84,7 @@ def _answer(listener: socket.socket) -> None:
 
 def _report(run: RunDir, found: dict[str, Any], nodes: int) -> int:
     print(MARK + json.dumps(found), flush=True)
-    folder = run.path / "nodes"
+    folder = run.path / FOLDER
     try:
         write_json_atomic(folder / f"{found['rank']}.result.json", found, durable=False)
     except OSError:

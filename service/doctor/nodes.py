@@ -11,6 +11,7 @@ import sys
 import uuid
 from typing import Any
 
+from gpuq.contract.nodes import FOLDER
 from gpuq.contract.rundir import read_json
 from service.doctor.node_probe import MARK, package_version
 from service.doctor.report import Check
@@ -48,12 +49,12 @@ def node_checks(settings: Settings, nodes: int) -> list[Check]:
             )
         ]
     folder = settings.home / "doctor" / uuid.uuid4().hex[:12]
-    (folder / "nodes").mkdir(parents=True)
+    (folder / FOLDER).mkdir(parents=True)
     argv = srun_argv(settings, nodes, python, str(folder))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=SRUN_TIMEOUT_S)
         seen_here = {
-            rank: read_json(folder / "nodes" / f"{rank}.result.json") for rank in range(nodes)
+            rank: read_json(folder / FOLDER / f"{rank}.result.json") for rank in range(nodes)
         }
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Check.fail("srun", f"{shlex.join(argv[:6])} ...: {exc}", SRUN_HINT)]

@@ -208,8 +208,7 @@ class Database:
             return hit[2]
         # Read before `load`, so a change in between makes the next call load again.
         rev = None if revision is None else self._revision(revision)
-        unchanged = hit is not None and rev is not None and hit[1] == rev
-        value = hit[2] if unchanged and hit is not None else load()
+        value = hit[2] if hit is not None and rev is not None and hit[1] == rev else load()
         with self._cache_lock:
             self._cache[key] = (version, rev, value)
         return value

@@ -17,7 +17,6 @@ def said(rank: int, node: str, **fields: Any) -> dict[str, Any]:
         "python_version": "3.11.7",
         "gpuq": HERE,
         "frameworks": {"tensorflow": True, "torch": False},
-        "saw": ["n1", "n2"],
         "reached": {"n2" if rank == 0 else "n1": "ok"},
         **fields,
     }
@@ -52,7 +51,7 @@ def test_two_good_nodes_pass_and_are_listed_in_rank_order():
 
 
 def test_a_node_that_could_not_meet_the_others_fails_the_shared_home():
-    lost = said(1, "n2", error="node ranks [0] did not announce themselves", saw=[], reached={})
+    lost = said(1, "n2", error="node ranks [0] did not announce themselves", reached={})
     status, detail, hint = statuses(said(0, "n1", reached={}), lost)["shared GPUQ_HOME"]
     assert status == "fail" and detail == "n2 (node ranks [0] did not announce themselves)"
     assert "same path" in hint

@@ -1,5 +1,6 @@
 import asyncio
 import contextlib
+import itertools
 import sqlite3
 import threading
 import time
@@ -75,14 +76,15 @@ def test_write_transactions_take_the_write_lock_up_front(db: Database, settings)
         other.close()
 
 
+def counting() -> Callable[[], int]:
+    """A loader that returns how many times it has been called."""
+    loads = itertools.count(1)
+    return lambda: next(loads)
+
+
 @BOTH
 def test_a_cached_value_lasts_until_any_connection_commits(db: Database, settings):
-    loads = []
-
-    def load() -> int:
-        loads.append(1)
-        return len(loads)
-
+    load = counting()
     assert db.cached("k", load) == 1
     assert db.cached("k", load) == 1  # nothing committed: no second load
     other = Database.open(settings.db_url)  # another process's connection, in effect
@@ -97,11 +99,7 @@ def test_a_cached_value_lasts_until_any_connection_commits(db: Database, setting
 
 @BOTH
 def test_a_value_cached_by_revision_lasts_until_what_it_watches_changes(db: Database, settings):
-    loads = []
-
-    def load() -> int:
-        loads.append(1)
-        return len(loads)
+    load = counting()
 
     def cached() -> int:
         return db.cached("users", load, revision="users")
