@@ -31,6 +31,7 @@ from bench.common import table
 from bench.scale import populate
 from service.runtime import Service
 from service.scheduler.fairshare import Interval, decayed_usage
+from service.scheduler.loop import Scheduler
 from service.scheduler.placement import Claim, GpuSlot, Request, plan
 from service.settings import Settings
 
@@ -211,6 +212,7 @@ def scheduler_step_s(queued: int, repeats: int = 3) -> float:
         populate(home, queued, spec=spec, queued_every=1)
         service = Service.open(Settings(home=home, gpus="sim:8x80GiB"), schedule=False)
         scheduler = service.scheduler
+        assert isinstance(scheduler, Scheduler)
         try:
             scheduler.place()  # fills the 8 GPUs and writes every position once
             seconds = []

@@ -1,6 +1,7 @@
 """`GET /metrics` in the Prometheus text format, read fresh from the database and GPUs at
-each scrape (so every API process answers the same), plus the scheduler's histograms
-when this process schedules. Units are Prometheus's: bytes and seconds."""
+each scrape (so every API process answers the same), plus what only the scheduler knows
+(`service.scheduler.stats`) where gpuq serve schedules. Units are Prometheus's: bytes and
+seconds."""
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -11,10 +12,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from gpuq.contract.processes import resident_bytes
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
 from service.errors import Unavailable
-from service.executors import LocalExecutor
 from service.public import GpuNodePublic, GpuPublic, readable_progress
 from service.runtime import Service
 from service.store.db import utcnow
@@ -30,10 +29,7 @@ class GpuqCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._jobs()
         yield from self._gpus()
-        yield from self._standbys()
-        if self.service.schedules:
-            for histogram in self.service.scheduler.books.stats.histograms():
-                yield from histogram.collect()
+        yield from self.service.scheduler.metrics()
 
     def _jobs(self) -> Iterator[Metric]:
         with self.service.db.read() as session:
@@ -139,29 +135,6 @@ class GpuqCollector(Collector):
             for name in ("free", "in_use", "draining", "quarantined"):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
-
-    def _standbys(self) -> Iterator[Metric]:
-        """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
-        executor = self.service.executor if self.service.schedules else None
-        if not isinstance(executor, LocalExecutor):
-            return
-        standbys = executor.standbys()
-        count = GaugeMetricFamily(
-            "gpuq_warm_workers",
-            "Training processes started ahead of need for builtin jobs: `ready` (TensorFlow "
-            "imported) or `starting`.",
-            labels=["state"],
-        )
-        ready = sum(s.worker_pid is not None for s in standbys)
-        count.add_metric(["ready"], ready)
-        count.add_metric(["starting"], len(standbys) - ready)
-        memory = GaugeMetricFamily(
-            "gpuq_warm_workers_memory_bytes",
-            "Host memory (resident) the idle warm processes and their runners hold.",
-        )
-        pids = [p for s in standbys for p in (s.runner_pid, s.worker_pid) if p is not None]
-        memory.add_metric([], sum(resident_bytes(pid) or 0 for pid in pids))
-        yield from (count, memory)
 
 
 def _gpu_seconds(ended: dict[str, float], active: Sequence[Job], now: datetime) -> Metric:

@@ -24,6 +24,7 @@ from service.jobs.submissions import Submissions
 from service.jobs.submit import Stored, submission
 from service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
 from service.scheduler.loop import Scheduler
+from service.scheduler.remote import SchedulerFailed, SchedulerProcess
 from service.settings import Settings
 from service.store import migrate
 from service.store.db import Database
@@ -49,7 +50,8 @@ class Service:
     db: Database
     gpus: GpuRegistry
     executor: Executor
-    scheduler: Scheduler
+    #: in this process, or (gpuq serve) in one of its own
+    scheduler: Scheduler | SchedulerProcess
     schedules: bool = True  #: False in an API-only process
     notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
     #: Stores submissions, concurrent ones in shared commits (group commit).
@@ -60,11 +62,18 @@ class Service:
 
     @classmethod
     def open(
-        cls, settings: Settings, *, schedule: bool = True, probe: GpuProbe | None = None
+        cls,
+        settings: Settings,
+        *,
+        schedule: bool = True,
+        scheduler_process: bool = False,
+        probe: GpuProbe | None = None,
     ) -> "Service":
         """Migrates the database, discovers GPUs and starts the scheduler; raises on trouble.
 
-        `schedule=False` serves the API only: jobs are stored and stay queued. `probe`
+        `schedule=False` serves the API only: jobs are stored and stay queued.
+        `scheduler_process`: the scheduler runs in a process of its own (`gpuq serve`'s
+        way: `SchedulerFailed` if it cannot start), not in a thread of this one. `probe`
         replaces NVML with a stand-in (tests): its readings drive placement, sampling and
         draining while workers train on simulated devices.
         """
@@ -88,10 +97,18 @@ class Service:
         state_dirs.protect_database(settings)
         registry.sync(db, inventory)
         gpus = GpuRegistry(db, inventory)
-        scheduler = Scheduler(db, settings, gpus, executor)
+        planner = Scheduler(db, settings, gpus, executor)
+        scheduler: Scheduler | SchedulerProcess = planner
         notifier = None
-        if schedule:
-            scheduler.start()
+        if schedule and scheduler_process:
+            scheduler = SchedulerProcess(db, planner)
+            try:
+                scheduler.start(settings)
+            except SchedulerFailed:
+                db.dispose()
+                raise
+        elif schedule:
+            planner.start()
             notifier = Notifier(db, settings)
             notifier.start()
         return cls(settings, db, gpus, executor, scheduler, schedules=schedule, notifier=notifier)

@@ -9,9 +9,12 @@ ready and its code is current; any other request forks a runner: the child leave
 session of its own, drops to the job owner's account where `run_as` names one
 (GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
 `output.log` and becomes `worker.runner` for that run directory, with everything
-already imported. The launcher answers `{"pid": N, "warm": bool}` (or `{"error": "..."}`)
-on stdout, `{"exited": N, "status": S}` once it has reaped a runner, which is how the
-scheduler learns that a job ended, and `{"pool": [...]}` whenever its standbys change.
+already imported. The launcher answers each request with `{"pid": N, "warm": bool}` (or
+`{"error": "..."}`) on stdout, and tells of what happens meanwhile on `--events-fd` (its
+stdout unless given): `{"exited": N, "status": S}` once it has reaped a runner, which is
+how the scheduler learns that a job ended, `{"pool": [...]}` whenever its standbys change,
+and `{"warning": "..."}`. Apart, the answer goes straight back to the caller that waits
+for it, with no thread between them.
 
 It keeps N standbys (a used one never takes a second job: a fresh one starts behind it),
 replaces one that dies while idle, backs off when they cannot start (no TensorFlow), and
@@ -23,6 +26,7 @@ carry on, adopted by init, and the next `gpuq serve` finds them as it always doe
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import selectors
@@ -65,18 +69,22 @@ def spawn(request: dict[str, Any]) -> int:
     return pid
 
 
-def reply(message: dict[str, Any]) -> None:
+def write_line(fd: int, message: dict[str, Any]) -> None:
     with contextlib.suppress(BrokenPipeError):  # the service is gone; stdin ends next
-        os.write(1, (json.dumps(message) + "\n").encode())
+        os.write(fd, (json.dumps(message) + "\n").encode())
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="worker.launcher")
     parser.add_argument("--warm", type=int, default=0, help="standby runners to keep ready")
+    parser.add_argument(
+        "--events-fd", type=int, default=1, help="where exits, standbys and warnings go"
+    )
     args = parser.parse_args(argv)
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
-    pool = WarmPool(args.warm, selector, reply)
+    tell = functools.partial(write_line, args.events_fd)
+    pool = WarmPool(args.warm, selector, tell)
     pending = b""
     while True:
         pool.top_up()
@@ -94,7 +102,7 @@ def main(argv: list[str]) -> int:
                 selector.unregister(key.fd)
                 os.close(key.fd)
                 _, status = os.waitpid(key.data, 0)
-                reply({"exited": key.data, "status": os.waitstatus_to_exitcode(status)})
+                tell({"exited": key.data, "status": os.waitstatus_to_exitcode(status)})
             else:
                 key.data(key)  # the pool's own: a standby's word, or its exit
         pool.check_code()
@@ -110,10 +118,10 @@ def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector) -> Non
         if pid is None:
             pid = spawn(request)
     except (OSError, ValueError, KeyError) as exc:
-        reply({"error": str(exc)})
+        write_line(1, {"error": str(exc)})
         return
     selector.register(os.pidfd_open(pid), selectors.EVENT_READ, pid)
-    reply({"pid": pid, "warm": warm})
+    write_line(1, {"pid": pid, "warm": warm})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`gpuq serve`: the API and the scheduler in one process."""
+"""`gpuq serve`: the API, and the scheduler in a process of its own beside it."""
 
 import logging
 import signal
@@ -113,12 +113,13 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     from service.gpus.inventory import InventoryError
     from service.runtime import Service
     from service.scheduler.loop import SchedulerLocked
+    from service.scheduler.remote import SchedulerFailed
     from service.team.run_as import RunAsError
 
     log = logging.getLogger("gpuq")
     try:
-        service = Service.open(settings, schedule=schedule)
-    except (InventoryError, SchedulerLocked, RunAsError) as exc:
+        service = Service.open(settings, schedule=schedule, scheduler_process=True)
+    except (InventoryError, SchedulerLocked, SchedulerFailed, RunAsError) as exc:
         _fail(str(exc))
     if user_count == 0:
         log.warning(

@@ -5,14 +5,15 @@ training processes ready for builtin jobs."""
 import json
 import logging
 import os
-import queue
+import select
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gpuq.contract.account import Account
 from gpuq.contract.processes import LAUNCHER_MODULE
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 #: How long a spawn waits for the launcher's answer before giving up on it.
 LAUNCHER_REPLY_S = 10.0
+READ_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -42,40 +44,50 @@ class Launcher:
         self._on_exit = on_exit
         self.warm = warm
         self._proc: subprocess.Popen[bytes] | None = None
-        self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._spawning = threading.Lock()  #: one request and its answer at a time
         #: the standbys the launcher reported last
         self.pool: list[Standby] = []
 
     def start(self) -> None:
-        self._replies = queue.Queue()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", LAUNCHER_MODULE, f"--warm={self.warm}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it
-            # What warm training processes import TensorFlow in: a job's, with no GPU yet
-            # and no account's own variables (its owner can read it in /proc once it
-            # takes a job).
-            env=warm_environment(inherited(os.environ, own_account=False)),
-        )
-        assert self._proc.stdout is not None
-        threading.Thread(
-            target=self._read, args=(self._proc.stdout, self._replies), daemon=True
-        ).start()
+        events, events_end = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    LAUNCHER_MODULE,
+                    f"--warm={self.warm}",
+                    f"--events-fd={events_end}",
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=(events_end,),
+                start_new_session=True,  # a Ctrl-C meant for `gpuq serve` is not for it
+                # What warm training processes import TensorFlow in: a job's, with no GPU
+                # yet and no account's own variables (its owner can read it in /proc once
+                # it takes a job).
+                env=warm_environment(inherited(os.environ, own_account=False)),
+            )
+        except BaseException:
+            os.close(events)
+            raise
+        finally:
+            os.close(events_end)
+        threading.Thread(target=self._follow, args=(events,), daemon=True).start()
 
-    def _read(self, stdout: IO[bytes], replies: "queue.Queue[dict[str, Any]]") -> None:
-        for line in stdout:
-            message = json.loads(line)
-            if "exited" in message:
-                self._on_exit()
-            elif "pool" in message:
-                self.pool = [Standby(s["runner"], s["worker"]) for s in message["pool"]]
-            elif "warning" in message:
-                log.warning("%s", message["warning"])
-            else:
-                replies.put(message)
+    def _follow(self, events: int) -> None:
+        """Reads what the launcher tells of meanwhile: exits, standbys, warnings."""
+        with open(events, "rb") as lines:
+            for line in lines:
+                message = json.loads(line)
+                if "exited" in message:
+                    self._on_exit()
+                elif "pool" in message:
+                    self.pool = [Standby(s["runner"], s["worker"]) for s in message["pool"]]
+                elif "warning" in message:
+                    log.warning("%s", message["warning"])
         self.pool = []
-        replies.put({"error": "the launcher exited"})
 
     def spawn(
         self,
@@ -88,9 +100,6 @@ class Launcher:
         """Forks a runner for `run_dir` with environment `env`, as the account `run_as` (or
         gpuq's own), or hands the job to a warm standby runner if `warm` (a builtin job)
         and one is ready; the runner's pid, or OSError."""
-        if self._proc is None or self._proc.poll() is not None:
-            self.start()
-        assert self._proc is not None and self._proc.stdin is not None
         request = json.dumps(
             {
                 "run_dir": str(run_dir),
@@ -99,16 +108,39 @@ class Launcher:
                 "warm": warm,
             }
         )
-        try:
-            self._proc.stdin.write(request.encode() + b"\n")
-            self._proc.stdin.flush()
-            answer = self._replies.get(timeout=LAUNCHER_REPLY_S)
-        except (OSError, queue.Empty) as exc:
-            self.stop()
-            raise OSError(f"the launcher did not answer: {exc!r}") from exc
+        with self._spawning:
+            if self._proc is None or self._proc.poll() is not None:
+                self.start()
+            assert self._proc is not None and self._proc.stdin is not None
+            try:
+                self._proc.stdin.write(request.encode() + b"\n")
+                self._proc.stdin.flush()
+                answer = self._answer(self._proc)
+            except OSError as exc:
+                self.stop()
+                raise OSError(f"the launcher did not answer: {exc}") from exc
         if "pid" not in answer:
             raise OSError(answer.get("error", "the launcher failed"))
         return int(answer["pid"])
+
+    @staticmethod
+    def _answer(proc: "subprocess.Popen[bytes]") -> dict[str, Any]:
+        """The launcher's answer to the request just sent: one line on its stdout, read
+        here rather than by a thread that would pass it on."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + LAUNCHER_REPLY_S
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise OSError(f"no answer within {LAUNCHER_REPLY_S:g} s")
+            chunk = os.read(fd, READ_CHUNK)
+            if not chunk:
+                raise OSError("the launcher exited")
+            line += chunk
+        answer: dict[str, Any] = json.loads(line)
+        return answer
 
     def stop(self) -> None:
         """Ends the launcher; the runners it forked carry on."""

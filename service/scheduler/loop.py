@@ -30,7 +30,9 @@ on a child.
 import logging
 import threading
 import time
+from collections.abc import Iterator
 
+from prometheus_client.core import Metric
 from sqlalchemy import ColumnElement
 from sqlmodel import col, or_, select
 
@@ -229,6 +231,12 @@ class Scheduler:
     def job_sessions(self) -> set[int]:
         """The sessions of the jobs running here (to tell foreign GPU processes)."""
         return set(self.books.executor.job_sessions())
+
+    def metrics(self) -> Iterator[Metric]:
+        """What only a running scheduler knows (`stats`); nothing from one never started
+        (an API-only process's)."""
+        if self._thread is not None:
+            yield from self.books.stats.collect(self.books.executor)
 
     @property
     def running_jobs(self) -> int:

@@ -35,15 +35,23 @@ class Placer:
         self._queue = QueueReader()  #: the plan's own; a dry run (an API thread) reads afresh
 
     def _snapshot(
-        self, *, skip_if_idle: bool = False, reader: QueueReader | None = None
+        self,
+        *,
+        skip_if_idle: bool = False,
+        reader: QueueReader | None = None,
+        active: snapshot.Active | None = None,
     ) -> snapshot.Snapshot | None:
         books = self.books
+        if active is None:  # this process runs the jobs: it knows them
+            running = list(books.running.values())
+            cpu_jobs = sum(not r.gpus for r in running)
+            active = snapshot.Active(len(running), cpu_jobs, set(books.executor.job_sessions()))
         return snapshot.take(
             books.db,
             books.gpus,
             books.settings,
-            cpu_busy=sum(not r.gpus for r in list(books.running.values())),
-            job_sessions=set(books.executor.job_sessions()),
+            cpu_busy=active.cpu_jobs,
+            job_sessions=active.sessions,
             skip_if_idle=skip_if_idle,
             reader=reader,
         )
@@ -96,9 +104,10 @@ class Placer:
             raise
         preempt.stop_victims(self.books, head, stopped)
 
-    def preview(self, spec: JobSpec, owner: str) -> Preview:
-        """Where `spec` would start if `owner` submitted it now, or why it would wait."""
-        snap = self._snapshot()
+    def preview(self, spec: JobSpec, owner: str, active: snapshot.Active | None = None) -> Preview:
+        """Where `spec` would start if `owner` submitted it now, or why it would wait.
+        `active`: what runs, where another process runs the jobs (`snapshot.active`)."""
+        snap = self._snapshot(active=active)
         assert snap is not None  # only an idle-skipping snapshot is ever None
         inputs = snap.inputs
         inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))

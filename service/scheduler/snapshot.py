@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, Select, Table, bindparam, func, select
+from sqlmodel import col
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from service.gpus import maintenance
@@ -47,6 +48,24 @@ class Snapshot:
 
 def _seconds(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
+
+
+@dataclass(frozen=True)
+class Active:
+    """What runs on this box, as planning counts it."""
+
+    jobs: int
+    cpu_jobs: int  #: jobs with no GPU, which take `GPUQ_MAX_CPU_JOBS` slots
+    sessions: set[int]  #: the sessions their runners lead, to tell jobs' GPU memory apart
+
+
+def active(db: Database) -> Active:
+    """What runs, as the database has it: for a process that does not run the jobs itself
+    (gpuq serve's API beside its scheduler's process, `--api-only`)."""
+    with db.read() as session:
+        query = select(col(Job.gpu_count), col(Job.runner_pid))
+        rows = session.connection().execute(query.where(col(Job.status).in_(ACTIVE))).all()
+    return Active(len(rows), sum(gpus == 0 for gpus, _ in rows), {pid for _, pid in rows if pid})
 
 
 def take(

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 #: Set (to anything) in gpuq's environment, it SIGKILLs itself after a step's claims have
 #: committed and before their launch: the crash the recovery tests make on purpose.
 CRASH_AFTER_CLAIM = "GPUQ_TEST_CRASH_AFTER_CLAIM"
+#: the process that hook kills where it is not this one: gpuq serve, whose death ends the
+#: scheduler's own process (`service.scheduler_process`)
+crash_kills: int | None = None
 
 #: no training step is taken for hung sooner (a big model's first epoch ends with a
 #: validation pass that compiles its own function)
@@ -173,7 +176,9 @@ def batch(books: Books) -> Iterator[Starts]:
     with books.db.write() as session:
         yield Starts(books, session, claimed)
     if claimed and os.environ.get(CRASH_AFTER_CLAIM):
-        os.kill(os.getpid(), signal.SIGKILL)  # the moment reconcile must handle
+        for pid in (crash_kills, os.getpid()):  # the moment reconcile must handle
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
     for job in claimed:
         _launch(books, job)
 

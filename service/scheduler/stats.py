@@ -1,10 +1,17 @@
-"""What only the scheduling process knows: how long its steps take and how long jobs waited.
+"""What only the scheduling process knows: how long its steps take, how long jobs waited,
+and its warm pool.
 
 Kept in memory (they start again at zero when the service restarts, as Prometheus
 expects of histograms) and exported by `service.prometheus`.
 """
 
+from collections.abc import Iterator
+
 from prometheus_client import Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from gpuq.contract.processes import resident_bytes
+from service.executors import Executor, LocalExecutor
 
 STEP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600)
@@ -28,3 +35,31 @@ class SchedulerStats:
 
     def histograms(self) -> list[Histogram]:
         return [self.step_seconds, self.queue_wait_seconds]
+
+    def collect(self, executor: Executor) -> Iterator[Metric]:
+        for histogram in self.histograms():
+            yield from histogram.collect()
+        yield from standbys(executor)
+
+
+def standbys(executor: Executor) -> Iterator[Metric]:
+    """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
+    if not isinstance(executor, LocalExecutor):
+        return
+    standbys = executor.standbys()
+    count = GaugeMetricFamily(
+        "gpuq_warm_workers",
+        "Training processes started ahead of need for builtin jobs: `ready` (TensorFlow "
+        "imported) or `starting`.",
+        labels=["state"],
+    )
+    ready = sum(s.worker_pid is not None for s in standbys)
+    count.add_metric(["ready"], ready)
+    count.add_metric(["starting"], len(standbys) - ready)
+    memory = GaugeMetricFamily(
+        "gpuq_warm_workers_memory_bytes",
+        "Host memory (resident) the idle warm processes and their runners hold.",
+    )
+    pids = [p for s in standbys for p in (s.runner_pid, s.worker_pid) if p is not None]
+    memory.add_metric([], sum(resident_bytes(pid) or 0 for pid in pids))
+    yield from (count, memory)

@@ -9,6 +9,7 @@ reconnects), waiters poll at `POLL_S`.
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 
 #: How often a waiter looks at the database when no notice comes (writes by other processes).
 POLL_S = 0.25
@@ -21,9 +22,17 @@ class CommitNotices:
         self.poll_s = POLL_S
         self._lock = threading.Lock()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        #: told of every notice too: the scheduler's process passes them on to gpuq serve's
+        self._forward: Callable[[], None] | None = None
+
+    def forward(self, to: Callable[[], None]) -> None:
+        """Calls `to` on every notice from now on (from the committing thread)."""
+        self._forward = to
 
     def notify(self) -> None:
         """Called from any thread after a commit."""
+        if self._forward is not None:
+            self._forward()
         with self._lock:
             waiters, self._waiters = self._waiters, set()
         for loop, future in waiters:

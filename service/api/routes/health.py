@@ -1,4 +1,4 @@
-"""`/healthz`: liveness, including the scheduler thread; `/metrics` for Prometheus."""
+"""`/healthz`: liveness, including the scheduler's; `/metrics` for Prometheus."""
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
@@ -16,7 +16,7 @@ router = APIRouter(tags=["health"])
     responses={
         200: {"description": "Alive.", "content": {"application/json": {}}},
         503: {
-            "description": "The scheduler thread has stopped.",
+            "description": "The scheduler has stopped.",
             "content": {"application/json": {}},
         },
     },

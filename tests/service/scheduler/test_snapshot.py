@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from gpuq.contract.spec import JobSpec
-from gpuq.contract.states import JobStatus
+from gpuq.contract.states import JobStatus, Reason
 from service import jobs
 from service.gpus import registry
 from service.gpus.inventory import discover
@@ -138,3 +138,34 @@ def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
         take(db, gpus, settings).queued
         == snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), reader=reader).queued
     )
+
+
+def test_the_queue_reader_asks_only_for_revisions_above_the_highest_it_read(db, monkeypatch):
+    from service.scheduler import queued as queued_module
+
+    first, second = submit(db, "ana", name="a"), submit(db, "ana", name="b")
+    reader = QueueReader()
+    compared: list[int] = []
+    compare_all = QueueReader._compare_all
+    monkeypatch.setattr(
+        QueueReader, "_compare_all", lambda self, c: compared.append(1) or compare_all(self, c)
+    )
+
+    def read() -> dict[int, QueuedJob]:
+        with db.read() as session:
+            return reader.read(session.connection())
+
+    assert set(read()) == {first, second} and len(compared) == 1
+    with db.write() as session:  # a hold, a cancel and a new job, seen by their revisions
+        session.get(Job, first).held = True
+        assert jobs.writes.cancel_queued(session, second, Reason.cancelled_by_user, "no")
+    third = submit(db, "bo")
+    queued = read()
+    assert set(queued) == {first, third} and queued[first].held
+    assert len(compared) == 1  # no whole-queue comparison within RESYNC_S
+    # A row deleted outside gpuq bumps no revision: the next comparison drops it.
+    with db.write() as session:
+        session.delete(session.get(Job, third))
+    assert set(read()) == {first, third}
+    monkeypatch.setattr(queued_module, "RESYNC_S", 0.0)
+    assert set(read()) == {first} and len(compared) == 2

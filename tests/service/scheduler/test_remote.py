@@ -1,0 +1,64 @@
+"""The scheduler's process as the API's process sees it (`remote.SchedulerProcess`): a real
+`python -P -m service.scheduler_process` on the test's database."""
+
+import asyncio
+import time
+
+import pytest
+
+from gpuq.contract.spec import JobSpec
+from service import jobs
+from service.runtime import Service
+from service.scheduler.remote import SchedulerFailed
+from service.team.users import Caller
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+ANA = Caller("ana", admin=False)
+
+
+def command(*argv: str) -> JobSpec:
+    spec = {"kind": "command", "command": {"argv": list(argv)}, "resources": {"gpus": 0}}
+    return JobSpec.model_validate(spec)
+
+
+def wait_status(service: Service, job_id: int, status: str) -> None:
+    deadline = time.monotonic() + 30
+    while jobs.get_job(service.db, job_id).status != status:
+        assert time.monotonic() < deadline, f"job {job_id} never {status}"
+        time.sleep(0.05)
+
+
+def test_its_commits_wake_the_apis_waiters_and_dry_runs_see_what_it_runs(settings):
+    service = Service.open(settings.model_copy(update={"max_cpu_jobs": 1}), scheduler_process=True)
+    try:
+        sleeper = service.submit(command("sleep", "30"), ANA).row["id"]
+
+        async def next_notice() -> None:
+            # This process commits nothing more: only a commit of the scheduler's process,
+            # passed on over its socket, settles it (the notices' own poll never does).
+            await asyncio.wait_for(service.db.notices.arm(), 10)
+
+        asyncio.run(next_notice())
+        wait_status(service, sleeper, "running")
+        preview = service.preview(command("true"), ANA)
+        assert not preview.would_start
+        assert preview.wait_reason is not None and "CPU" in preview.wait_reason
+        assert service.scheduler.running_jobs == 1
+        assert len(service.scheduler.job_sessions()) == 1  # the runner's, from the database
+        names = {family.name for family in service.scheduler.metrics()}
+        assert {"gpuq_scheduler_loop_duration_seconds", "gpuq_queue_wait_seconds"} <= names
+        service.cancel(sleeper, ANA)
+        wait_status(service, sleeper, "cancelled")
+    finally:
+        service.close()
+    assert not service.scheduler.alive()
+
+
+def test_a_second_scheduler_process_says_why_it_cannot_start(settings):
+    first = Service.open(settings, scheduler_process=True)
+    try:
+        with pytest.raises(SchedulerFailed, match="already scheduling"):
+            Service.open(settings, scheduler_process=True)
+    finally:
+        first.close()
