@@ -17,6 +17,7 @@ The scheduler's process dies with gpuq serve, even by `kill -9` (`PR_SET_PDEATHS
 the two stop together as one process did; it stops on its own when the socket closes.
 """
 
+import contextlib
 import logging
 import os
 import queue
@@ -124,7 +125,8 @@ class SchedulerProcess:
         if conn is not None and self._socket is not None:
             # A shutdown, not a close: it ends the reading thread's wait and sends the end
             # of the stream, which a close would not do while that thread still reads.
-            self._socket.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):  # the other end is gone already
+                self._socket.shutdown(socket.SHUT_RDWR)
             with self._sending:
                 conn.close()
             self._socket.close()
