@@ -51,6 +51,7 @@ from service.scheduler.handover import follow, hand_over
 from service.scheduler.lock import SchedulerLock, SchedulerLocked
 from service.scheduler.place import Placer
 from service.scheduler.running import Activity, Books, MemoryRecord, Running
+from service.scheduler.snapshot import Active, active
 from service.settings import Settings
 from service.store.db import Database
 from service.store.tables import Job
@@ -224,13 +225,22 @@ class Scheduler:
 
     # --- what the API asks -----------------------------------------------------------------
 
+    # A scheduler never started (an API-only process's, or the one gpuq serve's API keeps
+    # beside its scheduler's process) runs no job: it reads what runs from the database.
+
     def preview(self, spec: JobSpec, owner: str) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait."""
-        return self.placer.preview(spec, owner)
+        return self.placer.preview(spec, owner, self._elsewhere())
 
     def job_sessions(self) -> set[int]:
         """The sessions of the jobs running here (to tell foreign GPU processes)."""
+        if (elsewhere := self._elsewhere()) is not None:
+            return elsewhere.sessions
         return set(self.books.executor.job_sessions())
+
+    def _elsewhere(self) -> Active | None:
+        """What runs, as the database says, where this scheduler does not run the jobs."""
+        return active(self.books.db) if self._thread is None else None
 
     def metrics(self) -> Iterator[Metric]:
         """What only a running scheduler knows (`stats`); nothing from one never started
@@ -240,4 +250,6 @@ class Scheduler:
 
     @property
     def running_jobs(self) -> int:
+        if (elsewhere := self._elsewhere()) is not None:
+            return elsewhere.jobs
         return len(self.books.running)

@@ -33,7 +33,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuq.contract.spec import JobSpec
 from service.public import Preview
-from service.scheduler import snapshot
 from service.scheduler.loop import Scheduler
 from service.settings import Settings
 from service.store.db import Database
@@ -58,7 +57,7 @@ class SchedulerProcess:
 
     def __init__(self, db: Database, planner: Scheduler) -> None:
         self._db = db
-        #: never started: dry runs plan with it, from what the database says runs
+        #: never started: it answers dry runs from what the database says runs
         self._planner = planner
         self._proc: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
@@ -141,14 +140,14 @@ class SchedulerProcess:
             proc.wait()
 
     def preview(self, spec: JobSpec, owner: str) -> Preview:
-        return self._planner.placer.preview(spec, owner, snapshot.active(self._db))
+        return self._planner.preview(spec, owner)
 
     def job_sessions(self) -> set[int]:
-        return snapshot.active(self._db).sessions
+        return self._planner.job_sessions()
 
     @property
     def running_jobs(self) -> int:
-        return snapshot.active(self._db).jobs
+        return self._planner.running_jobs
 
     def metrics(self) -> Iterator[Metric]:
         """The scheduler's own metrics, asked of its process; none if it does not answer."""

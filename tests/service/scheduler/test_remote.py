@@ -62,3 +62,25 @@ def test_a_second_scheduler_process_says_why_it_cannot_start(settings):
             Service.open(settings, scheduler_process=True)
     finally:
         first.close()
+
+
+def test_an_api_only_process_answers_dry_runs_from_what_runs_elsewhere(settings):
+    one_slot = settings.model_copy(update={"max_cpu_jobs": 1})
+    scheduling = Service.open(one_slot)  # the scheduler in a thread of its own process
+    api_only = Service.open(one_slot, schedule=False)
+    try:
+        assert api_only.preview(command("true"), ANA).would_start
+        sleeper = api_only.submit(command("sleep", "30"), ANA).row["id"]
+        scheduling.scheduler.wake()  # as its own poll would, a moment later
+        wait_status(api_only, sleeper, "running")
+        preview = api_only.preview(command("true"), ANA)
+        assert not preview.would_start
+        assert preview.wait_reason is not None and "CPU" in preview.wait_reason
+        assert api_only.scheduler.running_jobs == 1
+        assert api_only.scheduler.job_sessions() == scheduling.scheduler.job_sessions()
+        api_only.cancel(sleeper, ANA)
+        scheduling.scheduler.wake()
+        wait_status(api_only, sleeper, "cancelled")
+    finally:
+        api_only.close()
+        scheduling.close()
