@@ -8,7 +8,6 @@ socket closes (gpuq serve stopped), on SIGTERM, and at once when gpuq serve dies
 """
 
 import argparse
-import ctypes
 import logging
 import os
 import signal
@@ -21,11 +20,12 @@ from typing import NoReturn
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from gpuq.contract.processes import prctl
 from service.gpus.inventory import InventoryError
 from service.runtime import Service
 from service.scheduler import starting
 from service.scheduler.loop import Scheduler, SchedulerLocked
-from service.scheduler.remote import COMMIT, ERROR, METRICS, READY, WAKE
+from service.scheduler.remote import COMMIT, ERROR, METRICS, READY, WAKE, received
 from service.settings import Settings
 from service.team.run_as import RunAsError
 
@@ -81,11 +81,7 @@ def main(argv: list[str]) -> int:
 
 def _serve(conn: Connection, scheduler: Scheduler, send: Callable[[bytes], None]) -> None:
     """Does what gpuq serve asks until it closes the socket."""
-    while True:
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
+    for message in received(conn):
         if message == WAKE:
             scheduler.wake()
         elif message == METRICS:
@@ -108,9 +104,7 @@ def die_with_parent() -> None:
     """SIGKILL this process when gpuq serve ends, however it ends (its main thread started
     this process, so that thread's end is the process's)."""
     parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     if os.getppid() != parent:  # it ended before the line above
         os._exit(1)
 

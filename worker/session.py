@@ -17,7 +17,6 @@ terminal shows is kept in `output.log` too.
 """
 
 import contextlib
-import ctypes
 import fcntl
 import os
 import selectors
@@ -31,7 +30,7 @@ from typing import Any
 
 from gpuq.contract import terminal
 from gpuq.contract.events import Event, EventWriter
-from gpuq.contract.processes import session_and_descendants
+from gpuq.contract.processes import prctl, session_and_descendants
 from gpuq.contract.rundir import RunDir
 from worker.runner import end_with, record_start
 
@@ -49,9 +48,7 @@ WINSIZE = struct.Struct("HHHH")  #: the kernel's `struct winsize`: rows, columns
 
 def become_subreaper() -> None:
     """Orphans among this process's descendants become its children, not init's."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
 
 
 def _to_foreground() -> None:

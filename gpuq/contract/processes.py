@@ -1,6 +1,7 @@
 """Host processes as both sides see them: start times (for pid reuse), sessions and
-descendants."""
+descendants, and prctl(2) for the processes gpuq starts."""
 
+import ctypes
 import os
 import socket
 import struct
@@ -104,3 +105,10 @@ def session_and_descendants(leader: int) -> list[int]:
                 todo.append(child)
     members = {pid for pid, (_, sid) in table.items() if sid == leader}
     return sorted((members | descendants) - {leader})
+
+
+def prctl(option: int, value: int, name: str) -> None:
+    """prctl(2) `option` set to `value` for this process; OSError naming `name` if refused."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({name})")

@@ -47,6 +47,15 @@ METRICS_WAIT_S = 2.0
 STOP_WAIT_S = 40.0
 
 
+def received(conn: Connection) -> Iterator[bytes]:
+    """The messages that come on `conn`, until the other end closes it (either side)."""
+    while True:
+        try:
+            yield conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+
+
 class SchedulerFailed(RuntimeError):
     """The scheduler's process could not start; says why."""
 
@@ -88,11 +97,7 @@ class SchedulerProcess:
 
     def _follow(self, conn: Connection) -> None:
         """Reads what the scheduler tells, until its process ends."""
-        while True:
-            try:
-                message = conn.recv_bytes()
-            except (EOFError, OSError):
-                break
+        for message in received(conn):
             if message == COMMIT:
                 self._db.notices.notify()
             elif message.startswith(METRICS):
