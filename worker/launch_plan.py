@@ -5,10 +5,12 @@ every job's start waits for it) and records it in `launch.json`.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,55 @@ HOOK = Path(__file__).parent / "hook" / "sitecustomize.py"
 PACKAGE = Path(contract.__file__).parent.parent
 
 
+#: The hook's folder that the launcher made for the runners it forks (`share_hook`); a
+#: runner started any other way makes one in its run directory (`hook_path`).
+shared_hook: Path | None = None
+_shared_from: tuple[int, int, int] | None = None  #: the hook file it was made from (its stat)
+
+
 def hook_path(run: RunDir) -> Path:
-    """A folder holding only the start-up hook and the `gpuq` package, for PYTHONPATH
-    (made whole by whichever of a job's nodes comes first: each writes beside, then
-    renames)."""
-    folder = run.path / "pythonpath"
+    """A folder holding only the start-up hook and the `gpuq` package, for PYTHONPATH: the
+    launcher's (`shared_hook`) while it is whole, else one in the run directory (made
+    whole by whichever of a job's nodes comes first: each writes beside, then renames)."""
+    return _whole_shared() or _fill(run.path / "pythonpath")
+
+
+def share_hook(under: Path) -> Path:
+    """Makes `under/<digest>/` (the digest of the hook and of where `gpuq` is) for every
+    runner this process forks from now on, unless it is there already: three new files
+    fewer for each job's start. gpuq's own, read-only to jobs (they may run as their
+    owners). Cheap to call before each start: the hook is read again only once it changed
+    on disk."""
+    global shared_hook, _shared_from
+    stat = HOOK.stat()
+    mark = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if mark == _shared_from and (whole := _whole_shared()) is not None:
+        return whole
+    digest = hashlib.sha256(HOOK.read_bytes() + os.fsencode(PACKAGE)).hexdigest()[:16]
+    folder = under / digest
+    if not (folder / "sitecustomize.py").is_file():
+        under.mkdir(exist_ok=True)
+        under.chmod(0o755)
+        partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=under))
+        _fill(partial)
+        for path in (partial, partial / "sitecustomize.py"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        try:
+            os.rename(partial, folder)
+        except OSError:  # another launcher's is in place
+            shutil.rmtree(partial)
+    shared_hook, _shared_from = folder, mark
+    return folder
+
+
+def _whole_shared() -> Path | None:
+    """The launcher's hook folder (`shared_hook`) if it is there, hook and all."""
+    if shared_hook is not None and (shared_hook / "sitecustomize.py").is_file():
+        return shared_hook
+    return None
+
+
+def _fill(folder: Path) -> Path:
     folder.mkdir(exist_ok=True)
     partial = folder / f".sitecustomize.{os.getpid()}"
     shutil.copy(HOOK, partial)

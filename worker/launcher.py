@@ -22,6 +22,9 @@ retires them all when gpuq's code or TensorFlow changes on disk. It is single-th
 (forking is safe: it never imports TensorFlow) and uses the standard library only. When
 its stdin closes (the service stopped or died) it ends its standbys and exits; runners
 carry on, adopted by init, and the next `gpuq serve` finds them as it always does.
+
+With `--hook-dir` it keeps the start-up hook's folder (a command job's PYTHONPATH) there,
+made once for every runner it forks rather than once in each run directory.
 """
 
 import argparse
@@ -32,9 +35,11 @@ import os
 import selectors
 import sys
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from worker import runner
+from worker import launch_plan, runner
 from worker.warm_pool import WarmPool
 
 READ_CHUNK = 65536
@@ -74,17 +79,41 @@ def write_line(fd: int, message: dict[str, Any]) -> None:
         os.write(fd, (json.dumps(message) + "\n").encode())
 
 
+class HookFolder:
+    """The start-up hook's folder that the launcher keeps in `under` for the runners it
+    forks (`launch_plan.share_hook`). If it cannot be made, the launcher says so once and
+    each runner makes its own, as one started without a launcher does."""
+
+    def __init__(self, under: Path | None, tell: Callable[[dict[str, Any]], None]) -> None:
+        self.under = under
+        self.tell = tell
+
+    def share(self) -> None:
+        if self.under is None:
+            return
+        try:
+            launch_plan.share_hook(self.under)
+        except OSError as exc:
+            self.tell({"warning": f"could not make the start-up hook's folder: {exc}"})
+            self.under = launch_plan.shared_hook = None
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="worker.launcher")
     parser.add_argument("--warm", type=int, default=0, help="standby runners to keep ready")
     parser.add_argument(
         "--events-fd", type=int, default=1, help="where exits, standbys and warnings go"
     )
+    parser.add_argument(
+        "--hook-dir", type=Path, help="where to keep the start-up hook's folder for runners"
+    )
     args = parser.parse_args(argv)
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
     tell = functools.partial(write_line, args.events_fd)
     pool = WarmPool(args.warm, selector, tell)
+    hook = HookFolder(args.hook_dir, tell)
+    hook.share()  # before the first standby is forked
     pending = b""
     while True:
         pool.top_up()
@@ -97,7 +126,7 @@ def main(argv: list[str]) -> int:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    _serve(line, pool, selector)
+                    _serve(line, pool, selector, hook)
             elif isinstance(key.data, int):  # a runner exited
                 selector.unregister(key.fd)
                 os.close(key.fd)
@@ -108,14 +137,16 @@ def main(argv: list[str]) -> int:
         pool.check_code()
 
 
-def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector) -> None:
+def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector, hook: HookFolder) -> None:
     """Starts the job a request line describes: on a warm standby if it asks for one and
-    one is ready, else on a freshly forked runner."""
+    one is ready, else on a freshly forked runner (which finds the start-up hook's folder
+    made already)."""
     try:
         request = json.loads(line)
         pid = pool.take(request) if request.get("warm") else None
         warm = pid is not None
         if pid is None:
+            hook.share()
             pid = spawn(request)
     except (OSError, ValueError, KeyError) as exc:
         write_line(1, {"error": str(exc)})

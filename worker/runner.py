@@ -4,13 +4,14 @@ Run as `python -m worker.runner RUN_DIR` in its own session (or forked by the
 launcher). It starts the process that `spec.json` calls for (`launch_plan`, recorded in
 `launch.json`) with output to `output.log`, or hands the job to a warm training process
 it started earlier (`standby`); it records the process's pid and start time in
-`runner.json`, touches `heartbeat` while it waits, and writes `exit.json` when training
-ends, so the outcome is known even if `gpuq serve` was down at the time. It imports the
-standard library only: every job's start waits for it.
+`runner.json`, touches `heartbeat` every 2 s while the job runs, and writes `exit.json`
+when training ends, so the outcome is known even if `gpuq serve` was down at the time. It
+imports the standard library only: every job's start waits for it.
 """
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -135,7 +136,8 @@ def supervise(
     running_at_start: bool,
     nodes: int = 1,
 ) -> int:
-    """Records the job's process in `runner.json`, touches `heartbeat` until it exits, and
+    """Records the job's process in `runner.json`, touches `heartbeat` until it exits (from
+    `HEARTBEAT_S` on: a job that ends sooner has no heartbeat, only its `exit.json`), and
     writes `exit.json`; the runner's own exit code. On several `nodes` the process is
     `srun`, and the nodes' own records say how the job ended."""
     events = EventWriter(run.events)
@@ -143,13 +145,7 @@ def supervise(
     kills_before = oom_kills()
     if running_at_start:
         events.emit(Event.running, pid=child.pid)
-    while True:
-        run.heartbeat.touch()
-        try:
-            code = child.wait(timeout=HEARTBEAT_S)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    code = wait_beating(run, child)
     kills_after = oom_kills()
     if nodes > 1:
         write_json_atomic(run.exit, {**job_end(run, nodes, code), "finished_at": time.time()})
@@ -162,6 +158,21 @@ def supervise(
         and None not in (kills_before, kills_after)
         and kills_after > kills_before,  # type: ignore[operator]
     )
+
+
+def wait_beating(run: RunDir, child: "subprocess.Popen[bytes]") -> int:
+    """Waits for `child` to exit, touching `heartbeat` every `HEARTBEAT_S` meanwhile; its
+    exit code. The exit is seen the moment it happens (a pidfd), where `Popen.wait` with
+    a timeout would find it at its next poll, up to 50 ms later."""
+    exited = select.poll()
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        exited.register(pidfd, select.POLLIN)
+        while not exited.poll(HEARTBEAT_S * 1000):
+            run.heartbeat.touch()
+    finally:
+        os.close(pidfd)
+    return child.wait()
 
 
 def end_with(run: RunDir, code: int, **said: Any) -> int:

@@ -8,6 +8,11 @@ from typing import Any
 
 from gpuq.contract.safe_open import open_inside
 
+#: In the runs folder beside the jobs' folders: the start-up hook's folders that the
+#: launcher keeps for the runners it forks, one for each version of the hook
+#: (`worker.launch_plan.share_hook`).
+HOOK_FOLDER = ".pythonpath"
+
 
 @dataclass(frozen=True)
 class RunDir:

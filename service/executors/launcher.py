@@ -38,11 +38,15 @@ class Standby:
 
 class Launcher:
     """The service's end of `worker.launcher`; `on_exit` runs whenever a runner exits.
-    It keeps `warm` standby runners ready for builtin jobs."""
+    It keeps `warm` standby runners ready for builtin jobs, and the start-up hook's folder
+    in `hook_dir`."""
 
-    def __init__(self, on_exit: Callable[[], None], warm: int = 0) -> None:
+    def __init__(
+        self, on_exit: Callable[[], None], warm: int = 0, hook_dir: Path | None = None
+    ) -> None:
         self._on_exit = on_exit
         self.warm = warm
+        self.hook_dir = hook_dir  #: where it keeps the start-up hook's folder for runners
         self._proc: subprocess.Popen[bytes] | None = None
         self._spawning = threading.Lock()  #: one request and its answer at a time
         #: the standbys the launcher reported last
@@ -59,6 +63,7 @@ class Launcher:
                     LAUNCHER_MODULE,
                     f"--warm={self.warm}",
                     f"--events-fd={events_end}",
+                    *([f"--hook-dir={self.hook_dir}"] if self.hook_dir else []),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

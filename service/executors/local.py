@@ -27,7 +27,7 @@ from typing import Any
 
 from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
-from gpuq.contract.rundir import RunDir, read_json
+from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
 from service.executors.base import Exit, Launch, LaunchError, Started
 from service.executors.launcher import Launcher, Standby
 from service.executors.prepare import prepare_run
@@ -97,7 +97,7 @@ class LocalExecutor:
         self.socket = socket
         self._on_exit: Callable[[], None] = lambda: None
         # Started by `open`, or by the first spawn where nobody opened the executor.
-        self._launcher = Launcher(lambda: self._on_exit(), warm_workers)
+        self._launcher = Launcher(lambda: self._on_exit(), warm_workers, runs_dir / HOOK_FOLDER)
         self._runners: dict[int, _Runner] = {}
 
     def open(self, on_exit: Callable[[], None]) -> None:

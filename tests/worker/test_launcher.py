@@ -2,7 +2,9 @@
 
 import json
 import os
+import shutil
 import signal
+import stat
 import threading
 import time
 from pathlib import Path
@@ -10,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from gpuq.contract.device_plan import DevicePlan
-from gpuq.contract.rundir import RunDir, read_json
+from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
 from gpuq.contract.runspec import RunSpec
 from gpuq.contract.spec import JobSpec
 from service.executors.launcher import Launcher
+from worker.launch_plan import HOOK, PACKAGE
+from worker.runner import HEARTBEAT_S
 
 
 def run_dir(tmp_path: Path, argv: list[str]) -> RunDir:
@@ -57,6 +61,64 @@ def test_a_forked_runner_leads_its_own_session_runs_the_job_and_its_exit_is_repo
     assert run.log.read_text().strip() == f"hi from {run.path}"
     events = [json.loads(line) for line in run.events.read_text().splitlines()]
     assert [e["event"] for e in events] == ["running"]
+
+
+def test_the_runner_beats_every_two_seconds_while_its_job_runs(tmp_path, launcher):
+    quick, slow = (
+        run_dir(tmp_path / "quick", ["true"]),
+        run_dir(tmp_path / "slow", ["sleep", "2.5"]),
+    )
+    began = time.time()
+    for run in (quick, slow):
+        launcher.spawn(run.path, dict(os.environ))
+    wait_until(lambda: read_json(slow.exit) is not None)
+    assert read_json(quick.exit)["exit_code"] == 0
+    assert not quick.heartbeat.exists()  # it ended before its first beat
+    assert slow.heartbeat.stat().st_mtime >= began + HEARTBEAT_S
+
+
+def test_runners_share_the_start_up_hooks_folder_that_the_launcher_keeps(tmp_path, exits):
+    """A command job's PYTHONPATH starts with the hook's folder the launcher made (once,
+    gpuq's own and read-only to jobs), not with one made in each run directory; one
+    removed is made again for the next job."""
+    hooks = tmp_path / "runs" / HOOK_FOLDER
+    hooks.parent.mkdir()
+    launcher = Launcher(exits.set, hook_dir=hooks)
+    launcher.start()
+    try:
+        seen = []
+        for name in ("first", "second", "after-removal"):
+            if name == "after-removal":
+                shutil.rmtree(hooks)
+            run = run_dir(tmp_path / name, ["sh", "-c", 'echo "${PYTHONPATH%%:*}"'])
+            launcher.spawn(run.path, dict(os.environ))
+            wait_until(lambda run=run: read_json(run.exit) is not None)
+            assert not (run.path / "pythonpath").exists()
+            seen.append(Path(run.log.read_text().strip()))
+    finally:
+        launcher.stop()
+    assert seen[0] == seen[1] == seen[2]
+    assert seen[0].parent == hooks
+    assert (seen[0] / "sitecustomize.py").read_bytes() == HOOK.read_bytes()
+    assert (seen[0] / "gpuq").resolve() == PACKAGE.resolve()
+    for folder in (hooks, seen[0]):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+    assert [p.name for p in hooks.iterdir()] == [seen[0].name]  # no partial copy left
+
+
+def test_a_runner_makes_its_own_hook_folder_when_the_launcher_cannot(tmp_path, exits, caplog):
+    (tmp_path / "runs").write_text("a file where the runs folder should be")
+    launcher = Launcher(exits.set, hook_dir=tmp_path / "runs" / HOOK_FOLDER)
+    launcher.start()
+    try:
+        run = run_dir(tmp_path, ["sh", "-c", 'echo "${PYTHONPATH%%:*}"'])
+        launcher.spawn(run.path, dict(os.environ))
+        wait_until(lambda: read_json(run.exit) is not None)
+        wait_until(lambda: "could not make the start-up hook's folder" in caplog.text)
+    finally:
+        launcher.stop()
+    assert Path(run.log.read_text().strip()) == run.path / "pythonpath"
+    assert (run.path / "pythonpath" / "sitecustomize.py").read_bytes() == HOOK.read_bytes()
 
 
 def test_runners_outlive_the_launcher(tmp_path, launcher):
