@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from worker import launch_plan, runner
+from worker.spares import Spares
 from worker.warm_pool import WarmPool
 
 READ_CHUNK = 65536
@@ -88,14 +89,17 @@ class HookFolder:
         self.under = under
         self.tell = tell
 
-    def share(self) -> None:
-        if self.under is None:
-            return
-        try:
-            launch_plan.share_hook(self.under)
-        except OSError as exc:
-            self.tell({"warning": f"could not make the start-up hook's folder: {exc}"})
-            self.under = launch_plan.shared_hook = None
+    def share(self) -> bool:
+        """Makes the folder if it is not there, or not the hook's as it is now on disk;
+        True if the runners forked from now on get another folder than before."""
+        before = launch_plan.shared_hook
+        if self.under is not None:
+            try:
+                launch_plan.share_hook(self.under)
+            except OSError as exc:
+                self.tell({"warning": f"could not make the start-up hook's folder: {exc}"})
+                self.under = launch_plan.shared_hook = None
+        return launch_plan.shared_hook != before
 
 
 def main(argv: list[str]) -> int:
@@ -107,26 +111,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--hook-dir", type=Path, help="where to keep the start-up hook's folder for runners"
     )
+    parser.add_argument(
+        "--spares", type=int, default=1, help="runners to keep forked ahead of their jobs"
+    )
     args = parser.parse_args(argv)
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
     tell = functools.partial(write_line, args.events_fd)
     pool = WarmPool(args.warm, selector, tell)
     hook = HookFolder(args.hook_dir, tell)
-    hook.share()  # before the first standby is forked
+    hook.share()  # before the first standby or spare is forked
+    spares = Spares(args.spares)
     pending = b""
     while True:
         pool.top_up()
+        spares.top_up()
         for key, _ in selector.select(pool.next_check_s()):
             if key.data is None:  # a request, or the service went away
                 chunk = os.read(0, READ_CHUNK)
                 if not chunk:
                     pool.retire_all()
+                    spares.retire_all()
                     return 0
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    _serve(line, pool, selector, hook)
+                    _serve(line, pool, spares, selector, hook)
             elif isinstance(key.data, int):  # a runner exited
                 selector.unregister(key.fd)
                 os.close(key.fd)
@@ -137,17 +147,24 @@ def main(argv: list[str]) -> int:
         pool.check_code()
 
 
-def _serve(line: bytes, pool: WarmPool, selector: selectors.BaseSelector, hook: HookFolder) -> None:
+def _serve(
+    line: bytes,
+    pool: WarmPool,
+    spares: Spares,
+    selector: selectors.BaseSelector,
+    hook: HookFolder,
+) -> None:
     """Starts the job a request line describes: on a warm standby if it asks for one and
-    one is ready, else on a freshly forked runner (which finds the start-up hook's folder
-    made already)."""
+    one is ready, else on a spare runner, else on a freshly forked one (each finds the
+    start-up hook's folder made already)."""
     try:
         request = json.loads(line)
         pid = pool.take(request) if request.get("warm") else None
         warm = pid is not None
         if pid is None:
-            hook.share()
-            pid = spawn(request)
+            if hook.share():  # the spares know another folder
+                spares.retire_all()
+            pid = spares.take(line) or spawn(request)
     except (OSError, ValueError, KeyError) as exc:
         write_line(1, {"error": str(exc)})
         return

@@ -124,7 +124,7 @@ class WarmPool:
             code = 70
             try:
                 ours.close()
-                _detach(theirs.fileno())
+                detach(theirs.fileno())
                 code = standby.main(theirs)
             except BaseException:
                 traceback.print_exc()
@@ -211,8 +211,9 @@ def _folders_of(package: str) -> list[str]:
     return list(found.submodule_search_locations or []) if found else []
 
 
-def _detach(keep: int) -> None:
-    """In a forked standby: no share of the launcher's stdin, stdout, sockets or pidfds."""
+def detach(keep: int) -> None:
+    """In a process the launcher forked ahead of a job (a standby, a spare runner): no
+    share of the launcher's stdin, stdout, pipes, sockets or pidfds, but `keep`."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)

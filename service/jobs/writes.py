@@ -174,11 +174,10 @@ def record_progress(
     """Records what attempt `attempt`'s events said (`values`: progress, metrics,
     num_replicas, message, events_offset) and its metrics per `(epoch, step)`; with
     `now_running` (its training began and it is `starting`) the job becomes `running`."""
-    _update(session, job_id, **values)
+    if not (now_running and transition(session, job_id, JobStatus.running, **values)):
+        _update(session, job_id, **values)
     for epoch, step, recorded in metrics:
         _record_metrics(session, job_id, attempt, epoch, step, recorded)
-    if now_running:
-        transition(session, job_id, JobStatus.running)
 
 
 def _record_metrics(

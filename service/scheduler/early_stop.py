@@ -31,12 +31,17 @@ class EarlyStopper:
     def __init__(self, books: Books) -> None:
         self.books = books
         self._seen: dict[int, int] = {}  #: sweep → its newest metric row when last judged
+        #: `books.epochs_recorded` when last checked (None: never, so a restarted scheduler
+        #: judges the epochs recorded before it)
+        self._checked_at: int | None = None
 
     def check(self) -> None:
-        """Stops the running members their sweeps' rules find hopeless."""
+        """Stops the running members their sweeps' rules find hopeless: only once epochs
+        were recorded since the last check (this scheduler alone records them)."""
         books = self.books
-        if not books.running:
+        if not books.running or self._checked_at == books.epochs_recorded:
             return
+        self._checked_at = books.epochs_recorded
         # The members that may be judged (running, not being stopped already, with an epoch
         # reported), each with its newest epoch's row.
         query = (

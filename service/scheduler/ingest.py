@@ -189,10 +189,12 @@ def record(session: Session, found: Found) -> None:
 
 
 def advance(books: Books, found: Found) -> None:
-    """Once `found` is committed: the running jobs read on from there, and those that
-    trained are not idle."""
+    """Once `found` is committed: the running jobs read on from there, those that trained
+    are not idle, and early stopping learns that there are epochs to judge."""
     now = time.monotonic()
     for job_id, (events, end) in found.items():
+        if any(step == 0 for _, step, _ in events.metrics):
+            books.epochs_recorded += 1
         running = books.running.get(job_id)
         if running is None:  # reaped in the same transaction
             continue

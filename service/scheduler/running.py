@@ -81,3 +81,6 @@ class Books:
     #: jobs launched since the scheduler's last write: what their launch added (the
     #: runner's pid, the executor's id), for that write to record (`finishing.settle`)
     unrecorded: dict[int, Started] = field(default_factory=dict)
+    #: how many times this scheduler recorded a job's epoch metrics (`ingest.advance`):
+    #: early stopping has nothing new to judge while it stays the same
+    epochs_recorded: int = 0

@@ -34,8 +34,9 @@ def record_attempt(
 ) -> float | None:
     """Records how the job's running attempt ended (`outcome`: its final status, or
     `retried` or `preempted` when it is queued again); the seconds of it since its last
-    checkpoint, or None if the job was not running (nothing recorded). `ended`: when
-    (default: now), the job's `finished_at` when it is its last attempt."""
+    checkpoint (for an attempt that is resumed; 0 for a job's last), or None if the job
+    was not running (nothing recorded). `ended`: when (default: now), the job's
+    `finished_at` when it is its last attempt."""
     job = (
         session.connection()
         .execute(
@@ -55,9 +56,12 @@ def record_attempt(
         return None
     ended = ended or utcnow()
     held = max(0.0, (ended - job.started_at).total_seconds())
-    since = _since_checkpoint(session, job_id, job.attempt, job.started_at, ended)
+    resumed = outcome in RESUMED
+    since = (
+        _since_checkpoint(session, job_id, job.attempt, job.started_at, ended) if resumed else 0.0
+    )
     gpu_seconds = job.gpu_count * held
-    if outcome in RESUMED:
+    if resumed:
         lost = job.gpu_count * since
     elif outcome == "failed":
         lost = gpu_seconds  # nothing comes of a job's last, failed attempt

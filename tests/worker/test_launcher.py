@@ -121,6 +121,48 @@ def test_a_runner_makes_its_own_hook_folder_when_the_launcher_cannot(tmp_path, e
     assert (run.path / "pythonpath" / "sitecustomize.py").read_bytes() == HOOK.read_bytes()
 
 
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def spare_of(launcher: Launcher) -> int:
+    """The runner the launcher keeps forked ahead of the next job."""
+    assert launcher._proc is not None
+    pid = launcher._proc.pid
+    wait_until(lambda: len(children(pid)) == 1)
+    return children(pid)[0]
+
+
+def test_a_job_starts_on_the_spare_runner_forked_ahead_of_it(tmp_path, launcher, exits):
+    spare = spare_of(launcher)
+    assert os.getsid(spare) == spare  # a session of its own already
+    # Nothing of the launcher's but its end of the spare's pipe (and stderr).
+    held = {int(fd) for fd in os.listdir(f"/proc/{spare}/fd")}
+    assert held == {0, 1, 2, max(held)}
+    assert os.readlink(f"/proc/{spare}/fd/0") == os.readlink(f"/proc/{spare}/fd/1") == os.devnull
+    run = run_dir(tmp_path, ["sh", "-c", 'echo "$GREETING"'])
+    assert launcher.spawn(run.path, dict(os.environ)) == spare
+    assert exits.wait(10)
+    assert read_json(run.exit)["exit_code"] == 0
+    assert run.log.read_text() == "hi\n"
+    assert spare_of(launcher) != spare  # the next one
+
+
+def test_a_spare_runner_that_died_is_passed_over(tmp_path, launcher, exits):
+    os.kill(spare_of(launcher), signal.SIGKILL)
+    run = run_dir(tmp_path, ["true"])
+    launcher.spawn(run.path, dict(os.environ))
+    assert exits.wait(10)
+    assert read_json(run.exit)["exit_code"] == 0
+
+
+def test_spare_runners_end_with_the_launcher(launcher):
+    spare = spare_of(launcher)
+    launcher.stop()
+    wait_until(lambda: not os.path.exists(f"/proc/{spare}"))
+
+
 def test_runners_outlive_the_launcher(tmp_path, launcher):
     run = run_dir(tmp_path, ["sleep", "30"])
     pid = launcher.spawn(run.path, dict(os.environ))

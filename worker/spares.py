@@ -1,0 +1,113 @@
+"""Spare runners: forked by the launcher ahead of their jobs, so that a job's start does not
+wait for a fork.
+
+Forking the launcher and letting the child reach its own session costs a millisecond or
+more on an idle box and several on a busy one, and the scheduler waits for it on every
+start. A spare has done both already: it leads a session of its own, holds nothing of the
+launcher's but its end of one pipe, and waits there for the one request that makes it a
+job's runner (`runner.become`, as a freshly forked runner would). The launcher hands it
+the request, answers at once with its pid, and forks the next spare after.
+
+A spare whose pipe closes with no request (the launcher retired it, or went away) exits.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import traceback
+from dataclasses import dataclass
+
+from worker import runner
+from worker.warm_pool import detach
+
+
+@dataclass
+class Spare:
+    pid: int
+    requests: int  #: the launcher's end of the spare's pipe
+    ready: int  #: readable once it leads its own session (empty: it died first)
+
+    def hand(self, line: bytes) -> bool:
+        """Makes the spare the runner of the job that `line` (a launcher request) asks
+        for; False if it died meanwhile (it is reaped)."""
+        try:
+            if os.read(self.ready, 1) != b".":
+                raise BrokenPipeError("the spare runner died before it was needed")
+            with open(self.requests, "wb", closefd=False) as pipe:
+                pipe.write(line)
+        except OSError:
+            self.retire()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            return False
+        self.retire()  # the request is whole: its end of the pipe is at its end
+        return True
+
+    def retire(self) -> None:
+        """Closes the launcher's ends: a spare with no request exits."""
+        for fd in (self.requests, self.ready):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def fork() -> Spare:
+    requests, requests_end = os.pipe()
+    readable, ready = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.close(requests_end)
+            os.close(readable)
+            code = _wait_for_job(requests, ready)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(requests)
+    os.close(ready)
+    return Spare(pid, requests_end, readable)
+
+
+def _wait_for_job(requests: int, ready: int) -> int:
+    """Runs in the spare: leads a session of its own, then waits for its request and
+    becomes the job's runner; returns its exit code."""
+    os.setsid()
+    os.write(ready, b".")  # the session exists: signals to its group reach it
+    os.close(ready)
+    detach(requests)
+    with open(requests, "rb") as pipe:
+        line = pipe.read()
+    if not line:  # retired
+        return 0
+    run = runner.become(json.loads(line))
+    return runner.main(["worker.runner", str(run.path)])
+
+
+class Spares:
+    """Keeps `size` spare runners forked (none if 0)."""
+
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self._idle: list[Spare] = []
+
+    def top_up(self) -> None:
+        while len(self._idle) < self.size:
+            self._idle.append(fork())
+
+    def take(self, line: bytes) -> int | None:
+        """The pid of a spare that takes the request `line`; None if none could."""
+        while self._idle:
+            spare = self._idle.pop(0)
+            if spare.hand(line):
+                return spare.pid
+        return None
+
+    def retire_all(self) -> None:
+        """Ends every idle spare."""
+        for spare in self._idle:
+            spare.retire()
+            os.waitpid(spare.pid, 0)  # it exits as soon as it reads the end of its pipe
+        self._idle.clear()
