@@ -126,7 +126,8 @@ def main(argv: list[str]) -> int:
     while True:
         pool.top_up()
         spares.top_up()
-        for key, _ in selector.select(pool.next_check_s()):
+        waits = [s for s in (pool.next_check_s(), spares.due_in_s()) if s is not None]
+        for key, _ in selector.select(min(waits, default=None)):
             if key.data is None:  # a request, or the service went away
                 chunk = os.read(0, READ_CHUNK)
                 if not chunk:

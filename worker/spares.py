@@ -6,7 +6,8 @@ more on an idle box and several on a busy one, and the scheduler waits for it on
 start. A spare has done both already: it leads a session of its own, holds nothing of the
 launcher's but its end of one pipe, and waits there for the one request that makes it a
 job's runner (`runner.become`, as a freshly forked runner would). The launcher hands it
-the request, answers at once with its pid, and forks the next spare after.
+the request, answers at once with its pid, and forks the next spare once it has been quiet
+for a moment (`QUIET_S`).
 
 A spare whose pipe closes with no request (the launcher retired it, or went away) exits.
 """
@@ -15,11 +16,15 @@ import contextlib
 import json
 import os
 import signal
+import time
 import traceback
 from dataclasses import dataclass
 
 from worker import runner
 from worker.warm_pool import detach
+
+#: How long the launcher must have started no job before it forks a spare.
+QUIET_S = 0.01
 
 
 @dataclass
@@ -87,18 +92,30 @@ def _wait_for_job(requests: int, ready: int) -> int:
 
 
 class Spares:
-    """Keeps `size` spare runners forked (none if 0)."""
+    """Keeps `size` spare runners forked (none if 0), forking them once the launcher has
+    started no job for `QUIET_S`: not in the very moment a runner starts its job's program,
+    whose CPU a fork then would take on a busy box."""
 
     def __init__(self, size: int = 1) -> None:
         self.size = size
         self._idle: list[Spare] = []
+        self._busy_at = 0.0  #: when the launcher last started a job (monotonic)
+
+    def due_in_s(self) -> float | None:
+        """How long until a spare is due to be forked; None if none is missing."""
+        if len(self._idle) >= self.size:
+            return None
+        return max(0.0, self._busy_at + QUIET_S - time.monotonic())
 
     def top_up(self) -> None:
-        while len(self._idle) < self.size:
-            self._idle.append(fork())
+        """Forks the missing spares, if the launcher has been quiet long enough."""
+        if self.due_in_s() == 0.0:
+            while len(self._idle) < self.size:
+                self._idle.append(fork())
 
     def take(self, line: bytes) -> int | None:
         """The pid of a spare that takes the request `line`; None if none could."""
+        self._busy_at = time.monotonic()
         while self._idle:
             spare = self._idle.pop(0)
             if spare.hand(line):
