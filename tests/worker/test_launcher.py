@@ -126,6 +126,11 @@ def children(pid: int) -> list[int]:
         return [int(child) for child in f.read().split()]
 
 
+def state_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def spare_of(launcher: Launcher) -> int:
     """The runner the launcher keeps forked ahead of the next job."""
     assert launcher._proc is not None
@@ -150,7 +155,9 @@ def test_a_job_starts_on_the_spare_runner_forked_ahead_of_it(tmp_path, launcher,
 
 
 def test_a_spare_runner_that_died_is_passed_over(tmp_path, launcher, exits):
-    os.kill(spare_of(launcher), signal.SIGKILL)
+    spare = spare_of(launcher)
+    os.kill(spare, signal.SIGKILL)
+    wait_until(lambda: state_of(spare) == "Z")  # dead, not reaped yet
     run = run_dir(tmp_path, ["true"])
     launcher.spawn(run.path, dict(os.environ))
     assert exits.wait(10)
