@@ -54,13 +54,15 @@ def share_hook(under: Path) -> Path:
         under.mkdir(exist_ok=True)
         under.chmod(0o755)
         partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=under))
-        _fill(partial)
-        for path in (partial, partial / "sitecustomize.py"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
         try:
+            _fill(partial)
+            for path in (partial, partial / "sitecustomize.py"):
+                path.chmod(0o755 if path.is_dir() else 0o644)
             os.rename(partial, folder)
-        except OSError:  # another launcher's is in place
-            shutil.rmtree(partial)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+            if not (folder / "sitecustomize.py").is_file():  # not another launcher's
+                raise
     shared_hook, _shared_from = folder, mark
     return folder
 

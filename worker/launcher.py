@@ -23,8 +23,10 @@ retires them all when gpuq's code or TensorFlow changes on disk. It is single-th
 its stdin closes (the service stopped or died) it ends its standbys and exits; runners
 carry on, adopted by init, and the next `gpuq serve` finds them as it always does.
 
-With `--hook-dir` it keeps the start-up hook's folder (a command job's PYTHONPATH) there,
-made once for every runner it forks rather than once in each run directory.
+A cold start goes to a spare runner, forked ahead of its job (`spares`, `--spares`, one by
+default), when one is ready: the scheduler's start then waits for no fork. With
+`--hook-dir` the launcher keeps the start-up hook's folder (a command job's PYTHONPATH)
+there, made once for every runner it forks rather than once in each run directory.
 """
 
 import argparse
