@@ -25,6 +25,8 @@ from worker.warm_pool import detach
 
 #: How long the launcher must have started no job before it forks a spare.
 QUIET_S = 0.01
+#: How long after a fork failed the launcher tries again.
+RETRY_S = 5.0
 
 
 @dataclass
@@ -58,9 +60,16 @@ class Spare:
 
 
 def fork() -> Spare:
-    requests, requests_end = os.pipe()
-    readable, ready = os.pipe()
-    pid = os.fork()
+    fds: list[int] = []
+    try:
+        fds += os.pipe()
+        fds += os.pipe()
+        pid = os.fork()
+    except OSError:  # out of files or processes: nothing left open
+        for fd in fds:
+            os.close(fd)
+        raise
+    requests, requests_end, readable, ready = fds
     if pid == 0:
         code = 70
         try:
@@ -108,10 +117,16 @@ class Spares:
         return max(0.0, self._busy_at + QUIET_S - time.monotonic())
 
     def top_up(self) -> None:
-        """Forks the missing spares, if the launcher has been quiet long enough."""
-        if self.due_in_s() == 0.0:
+        """Forks the missing spares, if the launcher has been quiet long enough; if it
+        cannot (out of processes or files), it tries again in `RETRY_S`, and starts fork
+        their runners meanwhile."""
+        if self.due_in_s() != 0.0:
+            return
+        try:
             while len(self._idle) < self.size:
                 self._idle.append(fork())
+        except OSError:
+            self._busy_at = time.monotonic() + RETRY_S - QUIET_S
 
     def take(self, line: bytes) -> int | None:
         """The pid of a spare that takes the request `line`; None if none could."""

@@ -141,10 +141,12 @@ def spare_of(launcher: Launcher) -> int:
 
 def test_a_job_starts_on_the_spare_runner_forked_ahead_of_it(tmp_path, launcher, exits):
     spare = spare_of(launcher)
+    wait_until(lambda: len(os.listdir(f"/proc/{spare}/fd")) == 4)  # ready
     assert os.getsid(spare) == spare  # a session of its own already
     # Nothing of the launcher's but its end of the spare's pipe (and stderr).
     held = {int(fd) for fd in os.listdir(f"/proc/{spare}/fd")}
     assert held == {0, 1, 2, max(held)}
+    assert os.readlink(f"/proc/{spare}/fd/{max(held)}").startswith("pipe:")
     assert os.readlink(f"/proc/{spare}/fd/0") == os.readlink(f"/proc/{spare}/fd/1") == os.devnull
     run = run_dir(tmp_path, ["sh", "-c", 'echo "$GREETING"'])
     assert launcher.spawn(run.path, dict(os.environ)) == spare
