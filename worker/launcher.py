@@ -36,7 +36,6 @@ import json
 import os
 import selectors
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,16 +58,12 @@ def _child(request: dict[str, Any], ready: int) -> int:
 def spawn(request: dict[str, Any]) -> int:
     """Forks the runner; returns its pid once it leads its own session."""
     readable, ready = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 70
-        try:
-            os.close(readable)
-            code = _child(request, ready)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+
+    def child() -> int:
+        os.close(readable)
+        return _child(request, ready)
+
+    pid = runner.forked(child)
     os.close(ready)
     try:
         os.read(readable, 1)  # empty if the child died first; its exit is reported anyway

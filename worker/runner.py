@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,21 @@ def output_to_log(run_dir: Path) -> None:
         os.dup2(fd, target)
     os.close(log)
     os.close(devnull)
+
+
+def forked(body: Callable[[], int]) -> int:
+    """Forks: the child runs `body` and exits with what it returns (70, with the traceback
+    on stderr, if it raised), never returning here; the parent gets the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            code = body()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
 
 
 def close_inherited(keep: int | None = None) -> None:

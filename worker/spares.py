@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import time
-import traceback
 from dataclasses import dataclass
 
 from worker import runner
@@ -64,22 +63,18 @@ def fork() -> Spare:
     try:
         fds += os.pipe()
         fds += os.pipe()
-        pid = os.fork()
+        requests, requests_end, readable, ready = fds
+
+        def child() -> int:
+            os.close(requests_end)
+            os.close(readable)
+            return _wait_for_job(requests, ready)
+
+        pid = runner.forked(child)
     except OSError:  # out of files or processes: nothing left open
         for fd in fds:
             os.close(fd)
         raise
-    requests, requests_end, readable, ready = fds
-    if pid == 0:
-        code = 70
-        try:
-            os.close(requests_end)
-            os.close(readable)
-            code = _wait_for_job(requests, ready)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
     os.close(requests)
     os.close(ready)
     return Spare(pid, requests_end, readable)

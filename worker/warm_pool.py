@@ -10,7 +10,6 @@ import selectors
 import signal
 import socket
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,17 +118,13 @@ class WarmPool:
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                ours.close()
-                detach(theirs.fileno())
-                code = standby.main(theirs)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+
+        def child() -> int:
+            ours.close()
+            detach(theirs.fileno())
+            return standby.main(theirs)
+
+        pid = runner.forked(child)
         theirs.close()
         one = Standby(pid, ours, os.pidfd_open(pid))
         self._standbys[pid] = one
