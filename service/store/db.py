@@ -5,7 +5,7 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from sqlmodel import Session, SQLModel
 from service.store import postgres
 from service.store.change_listener import ChangeListener
 from service.store.commit_notices import CommitNotices
+from service.store.write_turns import WriteTurns
 
 if TYPE_CHECKING:
     import psycopg
@@ -107,6 +108,9 @@ class Database:
     #: One writer at a time in this process: SQLite serialises writers anyway, and threads
     #: queued here wake at once, where SQLite's busy handler would make them sleep and retry.
     _write_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: SQLite: and one writer at a time of all gpuq's processes, woken as soon as the one
+    #: before commits (SQLite's busy handler would sleep up to 100 ms between tries).
+    _turns: WriteTurns | None = None
     #: SQLite: a connection kept to ask `PRAGMA data_version`, which changes whenever
     #: another connection (of any process) has committed; it never writes.
     _version_probe: sqlite3.Connection | None = None
@@ -128,14 +132,16 @@ class Database:
             return cls(url, engine, engine)
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        probe = None
+        probe = turns = None
         if parsed.database and parsed.database != ":memory:":
             probe = sqlite3.connect(parsed.database, check_same_thread=False)
+            turns = WriteTurns(Path(parsed.database), BUSY_TIMEOUT_MS / 1000)
         return cls(
             url,
             _sqlite_engine(url, "BEGIN"),
             _sqlite_engine(url, "BEGIN IMMEDIATE"),
             _version_probe=probe,
+            _turns=turns,
         )
 
     @classmethod
@@ -180,6 +186,7 @@ class Database:
         """One write transaction, committed on success and rolled back on error."""
         with (
             self._write_lock,
+            self._turn(),
             Session(self.writer, expire_on_commit=False) as session,
             session.begin(),
         ):
@@ -190,9 +197,12 @@ class Database:
     def write_connection(self) -> Iterator[Connection]:
         """One write transaction on a Core connection, without an ORM session: as `write`,
         for hot paths that build no objects."""
-        with self._write_lock, self.writer.begin() as conn:
+        with self._write_lock, self._turn(), self.writer.begin() as conn:
             yield conn
         self.notices.notify()
+
+    def _turn(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._turns is None else self._turns.turn()
 
     def cached(self, key: str, load: Callable[[], T], *, revision: str | None = None) -> T:
         """`load()`'s value, kept until anything is committed to the database (by this
@@ -235,3 +245,5 @@ class Database:
         self.writer.dispose()
         if self._version_probe is not None:
             self._version_probe.close()
+        if self._turns is not None:
+            self._turns.close()
