@@ -12,6 +12,7 @@ import pytest
 
 from gpuq.contract.account import Account
 from gpuq.contract.device_plan import DevicePlan
+from gpuq.contract.runspec import RunSpec
 from gpuq.contract.spec import JobSpec
 from service.executors.base import Launch
 from service.executors.prepare import prepare_run
@@ -124,3 +125,23 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
     assert copied_files(run.checkpoints, "ckpt.weights") == [""]
     for path in (run.path, *run.path.rglob("*")):
         assert path.lstat().st_uid == ana.pw_uid, path
+
+
+def test_an_attempt_started_without_the_launcher_finds_its_run_directory_written(tmp_path):
+    """What `prepare_run` writes where the runner does not write its own (the launcher
+    did not answer, or a Slurm job): the spec, an empty log; what a start whose claim never
+    committed left there is gone."""
+    plain = Launch(
+        job_id=1,
+        attempt=1,
+        spec=JobSpec(kind="command", command={"argv": ["true"]}),
+        devices=DevicePlan.cpu(),
+    )
+    run, env = prepare_run(tmp_path / "runs", plain)
+    (run.path / "exit.json").write_text("{}")
+    run, env = prepare_run(tmp_path / "runs", plain)
+    written = RunSpec.model_validate_json(run.spec.read_text())
+    assert (written.job_id, written.attempt, written.spec) == (1, 1, plain.spec)
+    assert run.log.read_bytes() == b""
+    assert sorted(p.name for p in run.path.iterdir()) == ["output.log", "spec.json"]
+    assert env["GPUQ_RUN_DIR"] == str(run.path)
