@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import ColumnElement
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from service.errors import NotFound
@@ -54,9 +55,12 @@ def current(db: Database) -> list[DrainPublic]:
         return drains(session)
 
 
+_DRAINS = sa_select(Maintenance.__table__)  # type: ignore[attr-defined]
+
+
 def drains(session: Session) -> list[DrainPublic]:
     """`current`, inside a transaction the caller holds."""
-    rows = session.exec(select(Maintenance)).all()
+    rows = session.connection().execute(_DRAINS).all()  # Core rows: every step reads them
     rows = sorted(rows, key=lambda r: -1 if r.gpu_index is None else r.gpu_index)
     return [DrainPublic(gpu=r.gpu_index, reason=r.reason, by=r.actor, since=r.since) for r in rows]
 

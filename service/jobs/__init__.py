@@ -2,7 +2,7 @@
 (`writes`, beside the one gate for status, `transition`)."""
 
 from service.jobs.actions import cancel_job, set_held, set_priority
-from service.jobs.reads import get_job, list_jobs, metric_history, read_job
+from service.jobs.reads import get_job, list_jobs, metric_history, read_job, read_revision
 from service.jobs.submit import Limits, create_job
 from service.jobs.writes import cancel_queued, transition
 
@@ -15,6 +15,7 @@ __all__ = [
     "list_jobs",
     "metric_history",
     "read_job",
+    "read_revision",
     "set_held",
     "set_priority",
     "transition",

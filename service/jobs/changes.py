@@ -31,10 +31,14 @@ async def wait_for_change(
     """The job once its revision passes `since` (default: as it is now), or after
     `timeout_s` as it is then. An ended job is returned at once: it will not change."""
     deadline = time.monotonic() + timeout_s
+    job: Mapping[str, Any] | None = None
     while True:
         notice = db.notices.arm()
         try:
-            job = jobs.read_job(db, job_id)  # one indexed row: not worth a thread hop
+            # One indexed row, not worth a thread hop; read whole only when it changed: a
+            # commit to any job wakes every long poll.
+            if job is None or jobs.read_revision(db, job_id) != job["rev"]:
+                job = jobs.read_job(db, job_id)
             if since is None:
                 since = job["rev"]
             left = deadline - time.monotonic()

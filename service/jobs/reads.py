@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
 from gpuq.contract.states import JobStatus
@@ -11,6 +12,10 @@ from service.public import readable_metrics
 from service.store.db import Database
 from service.store.pages import newest_first
 from service.store.tables import Job, JobMetric
+
+_JOB = Job.__table__  # type: ignore[attr-defined]
+_ONE = select(_JOB).where(_JOB.c.id == bindparam("job_id"))  # built once: every poll runs it
+_REVISION = select(_JOB.c.rev).where(_JOB.c.id == bindparam("job_id"))
 
 
 def load(session: Session, job_id: int) -> Job:
@@ -28,12 +33,18 @@ def get_job(db: Database, job_id: int) -> Job:
 def read_job(db: Database, job_id: int) -> dict[str, Any]:
     """One job's row, read without the ORM: every poll asks this, and the ORM's session
     and object cost more than the query."""
-    table = Job.__table__  # type: ignore[attr-defined]
     with db.reader.connect() as conn:
-        row = conn.execute(select(table).where(table.c.id == job_id)).mappings().first()
+        row = conn.execute(_ONE, {"job_id": job_id}).mappings().first()
     if row is None:
         raise NotFound(f"job {job_id} not found")
     return dict(row)
+
+
+def read_revision(db: Database, job_id: int) -> int | None:
+    """The job's revision (None if there is no such job): what a long poll reads each
+    time it wakes, before it reads the whole row again."""
+    with db.reader.connect() as conn:
+        return conn.execute(_REVISION, {"job_id": job_id}).scalar()
 
 
 def list_jobs(

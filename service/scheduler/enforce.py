@@ -5,7 +5,7 @@ import logging
 import signal
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from gpuq.contract.states import Reason
 from service.jobs import writes
@@ -19,6 +19,16 @@ from service.store.db import utcnow
 log = logging.getLogger(__name__)
 
 
+#: What stopping a running job needs of it (built once: every step runs it).
+_STOPS = select(
+    JOB.c.id,
+    JOB.c.stop_sent_at,
+    JOB.c.cancel_requested_at,
+    JOB.c.started_at,
+    JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
+).where(JOB.c.id.in_(bindparam("ids", expanding=True)))
+
+
 def enforce(books: Books, caps: CapGuard) -> None:
     caps.check()
     check_idle(books)
@@ -30,15 +40,8 @@ def stop_overdue(books: Books) -> None:
     if not books.running:
         return
     now = utcnow()
-    query = select(
-        JOB.c.id,
-        JOB.c.stop_sent_at,
-        JOB.c.cancel_requested_at,
-        JOB.c.started_at,
-        JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
-    ).where(JOB.c.id.in_(list(books.running)))
     with books.db.read() as session:
-        jobs = session.connection().execute(query).all()
+        jobs = session.connection().execute(_STOPS, {"ids": list(books.running)}).all()
     for job in jobs:
         with apart(job.id, "stop it"):
             _stop_if_overdue(books, job, now)

@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from gpuq.contract.outcome import Outcome, classify
@@ -40,8 +40,8 @@ UNSETTLED = Outcome(
     None,
 )
 
-#: What judging an exit reads of its job.
-_JUDGED = (
+#: What judging an exit reads of its jobs (built once: every exit runs it).
+_JUDGED = select(
     JOB.c.id,
     JOB.c.attempt,
     JOB.c.message,
@@ -51,7 +51,7 @@ _JUDGED = (
     JOB.c.previous_attempts,
     JOB.c.preempted_by,
     JOB.c.preemptions,
-)
+).where(JOB.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def settle(books: Books) -> None:
@@ -106,9 +106,7 @@ def _finish_all(
 ) -> list[tuple[Running, tuple[Outcome, float | None]]]:
     if not ended:
         return []
-    rows = session.connection().execute(
-        select(*_JUDGED).where(JOB.c.id.in_([r.job_id for r, _ in ended]))
-    )
+    rows = session.connection().execute(_JUDGED, {"ids": [r.job_id for r, _ in ended]})
     jobs = {row.id: row for row in rows}
     judged = {r.job_id: (r, exit, jobs[r.job_id]) for r, exit in ended if r.job_id in jobs}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from gpuq.contract import event_records
@@ -161,16 +161,18 @@ def read_new(runnings: Iterable[Running]) -> Found:
     return found
 
 
+#: What recording a job's events reads of it (built once: every step runs it).
+_STATES = select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where(
+    JOB.c.id.in_(bindparam("ids", expanding=True))
+)
+
+
 def record(session: Session, found: Found) -> None:
     """Records each job's digest and new offset in the caller's write transaction; a
     `starting` job whose training began becomes `running`. A job whose record fails is
     logged and its events are passed over (`advance` moves on all the same), so they do not
     fail every step after."""
-    rows = session.connection().execute(
-        select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where(
-            JOB.c.id.in_(list(found))
-        )
-    )
+    rows = session.connection().execute(_STATES, {"ids": list(found)})
     jobs = {job_id: (attempt, status, stop_reason) for job_id, attempt, status, stop_reason in rows}
 
     def write(job_id: int, row: tuple[int, JobStatus, Reason | None]) -> None:

@@ -143,7 +143,7 @@ class QueueReader:
 
     def _read_rows(self, connection: Connection, ids: list[int]) -> None:
         for chunk in _chunks(ids):
-            for row in connection.execute(QueuedJob.query().where(col(Job.id).in_(chunk))):
+            for row in connection.execute(_rows(), {"ids": chunk}):
                 self._known[row[0]] = (row[-1], QueuedJob.from_row(row))
 
 
@@ -158,6 +158,12 @@ _HIGHEST = text("SELECT MAX(rev) FROM job")
 def _revisions() -> Select[Any]:
     ids: Any = col(Job.id)  # never None in a stored row
     return select(ids, col(Job.rev)).where(col(Job.status) == JobStatus.queued)
+
+
+@cache
+def _rows() -> Select[Any]:
+    """Queued jobs' rows (`QueuedJob.query`) among `:ids`."""
+    return QueuedJob.query().where(col(Job.id).in_(bindparam("ids", expanding=True)))
 
 
 @cache

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from gpuq.contract.device_plan import DevicePlan
@@ -104,6 +104,12 @@ def launch(books: Books, executor: Executor, attempt: Launch, unix_user: str | N
     return executor.start(run_as.launch_as(books.settings, books.db, attempt, unix_user))
 
 
+#: What starting a placed job reads of it, if it is still queued (built once).
+_CLAIMABLE = select(
+    JOB.c.id, JOB.c.attempt, JOB.c.spec, JOB.c.unix_user, JOB.c.created_at, JOB.c.params
+).where(JOB.c.id.in_(bindparam("ids", expanding=True)), JOB.c.status == JobStatus.queued)
+
+
 @dataclass(frozen=True)
 class _Claimed:
     """A job claimed in a transaction not yet committed: what to launch once it is."""
@@ -129,13 +135,8 @@ class Starts:
         transaction has committed."""
         if not placements:
             return
-        query = select(
-            JOB.c.id, JOB.c.attempt, JOB.c.spec, JOB.c.unix_user, JOB.c.created_at, JOB.c.params
-        )
-        query = query.where(
-            JOB.c.id.in_([p.job_id for p in placements]), JOB.c.status == JobStatus.queued
-        )
-        jobs = {row.id: row for row in self.session.connection().execute(query)}
+        ids = {"ids": [p.job_id for p in placements]}
+        jobs = {row.id: row for row in self.session.connection().execute(_CLAIMABLE, ids)}
         for placement in placements:
             if placement.job_id in jobs:  # else cancelled meanwhile
                 self._start(jobs[placement.job_id], placement)

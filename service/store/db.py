@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 BUSY_TIMEOUT_MS = 10_000
 _REVISION = text("SELECT value FROM revision WHERE name = :name")
+_REVISION_SQL = "SELECT value FROM revision WHERE name = ?"
 T = TypeVar("T")
 
 
@@ -224,6 +225,10 @@ class Database:
         return value
 
     def _revision(self, name: str) -> int | None:
+        if self._version_probe is not None:  # SQLite: the probe's connection reads it at once
+            with self._cache_lock:
+                row = self._version_probe.execute(_REVISION_SQL, (name,)).fetchone()
+            return None if row is None else int(row[0])
         with self.reader.connect() as connection:
             return connection.execute(_REVISION, {"name": name}).scalar()
 

@@ -5,7 +5,7 @@ numbers survive restarts and never count an attempt twice."""
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ScalarSelect, Table, func, insert, select
+from sqlalchemy import ScalarSelect, Table, bindparam, func, insert, select
 from sqlmodel import Session
 
 from gpuq.contract.states import ACTIVE
@@ -20,6 +20,19 @@ METRIC: Table = JobMetric.__table__  # type: ignore[attr-defined]
 
 #: What a retried or preempted attempt's next attempt builds on: its last checkpoint.
 RESUMED = frozenset({"preempted", "retried"})
+
+
+#: What recording an attempt reads of its job, while it runs (built once: every exit).
+_ATTEMPT = select(
+    JOB.c.owner,
+    JOB.c.attempt,
+    JOB.c.gpu_count,
+    JOB.c.assigned_gpus,
+    JOB.c.created_at,
+    JOB.c.queued_at,
+    JOB.c.started_at,
+).where(JOB.c.id == bindparam("job_id"), JOB.c.status.in_(ACTIVE))
+_RECORD = insert(USAGE)
 
 
 def record_attempt(
@@ -37,21 +50,7 @@ def record_attempt(
     checkpoint (for an attempt that is resumed; 0 for a job's last), or None if the job
     was not running (nothing recorded). `ended`: when (default: now), the job's
     `finished_at` when it is its last attempt."""
-    job = (
-        session.connection()
-        .execute(
-            select(
-                JOB.c.owner,
-                JOB.c.attempt,
-                JOB.c.gpu_count,
-                JOB.c.assigned_gpus,
-                JOB.c.created_at,
-                JOB.c.queued_at,
-                JOB.c.started_at,
-            ).where(JOB.c.id == job_id, JOB.c.status.in_(ACTIVE))
-        )
-        .first()
-    )
+    job = session.connection().execute(_ATTEMPT, {"job_id": job_id}).first()
     if job is None or job.started_at is None:
         return None
     ended = ended or utcnow()
@@ -68,22 +67,23 @@ def record_attempt(
     else:
         lost = 0.0
     session.connection().execute(
-        insert(USAGE).values(
-            job_id=job_id,
-            attempt=job.attempt,
-            owner=job.owner,
-            gpus=job.gpu_count,
-            gpu_indices=list(job.assigned_gpus),
-            queued_at=job.queued_at or job.created_at,
-            started_at=job.started_at,
-            ended_at=ended,
-            outcome="failed" if outcome == "retried" else outcome,
-            reason=reason,
-            final=final,
-            gpu_seconds=gpu_seconds,
-            lost_gpu_seconds=lost,
-            preempted_by=preempted_by,
-        )
+        _RECORD,
+        {
+            "job_id": job_id,
+            "attempt": job.attempt,
+            "owner": job.owner,
+            "gpus": job.gpu_count,
+            "gpu_indices": list(job.assigned_gpus),
+            "queued_at": job.queued_at or job.created_at,
+            "started_at": job.started_at,
+            "ended_at": ended,
+            "outcome": "failed" if outcome == "retried" else outcome,
+            "reason": reason,
+            "final": final,
+            "gpu_seconds": gpu_seconds,
+            "lost_gpu_seconds": lost,
+            "preempted_by": preempted_by,
+        },
     )
     if gpu_seconds > 0:
         _add_to_total(session, job.owner, gpu_seconds)
