@@ -40,6 +40,7 @@ class Placer:
         skip_if_idle: bool = False,
         reader: QueueReader | None = None,
         active: snapshot.Active | None = None,
+        within: Session | None = None,
     ) -> snapshot.Snapshot | None:
         books = self.books
         if active is None:  # this process runs the jobs: it knows them
@@ -54,16 +55,18 @@ class Placer:
             job_sessions=active.sessions,
             skip_if_idle=skip_if_idle,
             reader=reader,
+            within=within,
         )
 
     def place(self) -> None:
         """Starts the queued jobs that may start now; records why and where the others wait.
         Nothing, not even a snapshot, if nothing changed since the last plan (`replan`)."""
         running = frozenset(self.books.running)
-        seen = self._replan.due(self.books.db, running)
-        if seen is None:
-            return
-        snap = self._snapshot(skip_if_idle=True, reader=self._queue)
+        with self.books.db.read() as session:  # one read transaction for both
+            seen = self._replan.due(session.connection(), running)
+            if seen is None:
+                return
+            snap = self._snapshot(skip_if_idle=True, reader=self._queue, within=session)
         moments = [] if snap is None else [m for q in snap.queued.values() for m in q.waits_until]
         self._replan.planned(seen, running, moments)
         if snap is None:

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Select, Table, func, select
 
 from gpuq.contract.states import JobStatus
 from service.jobs.writes import JOB
-from service.store.db import Database, utcnow
+from service.store.db import utcnow
 from service.store.tables import Gpu, Maintenance
 
 #: planned again at least this often, for what changes with time alone
@@ -56,11 +56,11 @@ class Replan:
         self._seen: tuple[Any, ...] | None = None
         self._next_at = 0.0  #: monotonic: plan again by then whatever happens
 
-    def due(self, db: Database, running: frozenset[int]) -> tuple[Any, ...] | None:
-        """The fingerprint to plan with, read before the plan's snapshot (so a change in
-        between shows next time); None if nothing changed since the last plan."""
-        with db.reader.connect() as connection:
-            seen = fingerprint(connection)
+    def due(self, connection: Connection, running: frozenset[int]) -> tuple[Any, ...] | None:
+        """The fingerprint to plan with, read in the plan's snapshot's transaction (or
+        before it, so a change in between shows next time); None if nothing changed since
+        the last plan."""
+        seen = fingerprint(connection)
         if running == self._running and time.monotonic() < self._next_at and seen == self._seen:
             return None
         return seen

@@ -5,13 +5,14 @@ on a retry, a dependency or their `not_before`, or the whole box drained)."""
 import math
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, Select, Table, bindparam, func, select
-from sqlmodel import col
+from sqlmodel import Session, col
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from service.gpus import maintenance
@@ -77,14 +78,16 @@ def take(
     job_sessions: set[int],
     skip_if_idle: bool = False,
     reader: QueueReader | None = None,
+    within: Session | None = None,
 ) -> Snapshot | None:
     """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
     tick costs one indexed query rather than a scan of recent jobs and a GPU reading.
-    `reader`: the scheduler's own, which keeps what it read from one step to the next."""
+    `reader`: the scheduler's own, which keeps what it read from one step to the next;
+    `within`: a read transaction of the caller's to read in (else one of its own)."""
     now_dt = utcnow()
     now = time.time()
     horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
-    with db.read() as session:
+    with db.read() if within is None else nullcontext(within) as session:
         queued = (reader or QueueReader()).read(session.connection())
         if skip_if_idle and not queued:
             return None
