@@ -3,11 +3,9 @@ and keeps warm training processes ready for builtin jobs.
 
 `gpuq serve` starts it once (`python -m worker.launcher [--warm N]`) and writes one
 JSON line per job to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null,
-"warm": bool, "spec": {...}}`. With `spec` the launcher makes the run directory before it
-answers and the runner writes `spec.json` into it; without, gpuq has written both. A
-`warm` request (a builtin Keras job) goes to a standby runner whose warm training process
-has already imported TensorFlow (`standby`, `warm`), when one is ready and its code is
-current; any other request forks a runner: the child leaves for a
+"warm": bool}`. A `warm` request (a builtin Keras job) goes to a standby runner whose
+warm training process has already imported TensorFlow (`standby`, `warm`), when one is
+ready and its code is current; any other request forks a runner: the child leaves for a
 session of its own, drops to the job owner's account where `run_as` names one
 (GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
 `output.log` and becomes `worker.runner` for that run directory, with everything
@@ -159,8 +157,6 @@ def _serve(
     start-up hook's folder made already)."""
     try:
         request = json.loads(line)
-        if "spec" in request:  # the runner writes it into the folder made here
-            Path(request["run_dir"]).mkdir(parents=True, exist_ok=True)
         pid = pool.take(request) if request.get("warm") else None
         warm = pid is not None
         if pid is None:

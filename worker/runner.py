@@ -87,15 +87,12 @@ def main(argv: list[str]) -> int:
 
 def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
     """Makes this freshly forked process the runner a launcher request describes: the
-    owner's account, output to the job's log, its environment, its run directory (with
-    the `spec.json` the request holds, if it does: the launcher made the folder); every
+    owner's account, output to the job's log, its environment, its run directory; every
     file but stdio (and `keep`) closed: the launcher's pipes, pidfds and sockets."""
     if request.get("run_as"):
         Account.from_json(request["run_as"]).become()
     run_dir = Path(request["run_dir"])
     output_to_log(run_dir)
-    if "spec" in request:  # what failed from here on is in the job's log
-        write_json_atomic(RunDir(run_dir).spec, request["spec"], durable=False)
     close_inherited(keep)
     os.environ.clear()
     os.environ.update(request["env"])

@@ -101,20 +101,16 @@ class Launcher:
         run_as: Account | None = None,
         *,
         warm: bool = False,
-        spec: Mapping[str, Any] | None = None,
     ) -> int:
         """Forks a runner for `run_dir` with environment `env`, as the account `run_as` (or
         gpuq's own), or hands the job to a warm standby runner if `warm` (a builtin job)
-        and one is ready; the runner's pid, or OSError. With `spec` (what `spec.json`
-        holds) the run directory is not there yet: the launcher makes it before it
-        answers, and the runner writes `spec.json` in it."""
+        and one is ready; the runner's pid, or OSError."""
         request = json.dumps(
             {
                 "run_dir": str(run_dir),
                 "env": dict(env),
                 "run_as": run_as.to_json() if run_as else None,
                 "warm": warm,
-                **({"spec": spec} if spec is not None else {}),
             }
         )
         with self._spawning:

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuq.contract.account import UMASK
+from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
 from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
 from service.executors.base import Exit, Launch, LaunchError, Started
 from service.executors.launcher import Launcher, Standby
-from service.executors.prepare import plan_run, runner_writes, write_run
+from service.executors.prepare import prepare_run
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,11 @@ class LocalExecutor:
 
     def start(self, launch: Launch) -> Started:
         try:
-            run, runspec, env = plan_run(self.runs_dir, launch)
+            run, env = prepare_run(self.runs_dir, launch)
             if self.socket is not None:
                 env["GPUQ_SOCKET"] = str(self.socket)
-            if not runner_writes(launch):
-                write_run(run, runspec, launch)
-            runner = self._spawn(launch, run, runspec, env)
+            warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
+            runner = self._spawn(launch.job_id, run, env, launch.run_as, warm)
         except OSError as exc:
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
@@ -126,21 +125,12 @@ class LocalExecutor:
         return Started(str(runner.pid), runner.pid)
 
     def _spawn(
-        self, launch: Launch, run: RunDir, runspec: dict[str, Any], env: dict[str, str]
+        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None, warm: bool
     ) -> _Runner:
-        """Starts the attempt's runner, forked by the launcher (with `runspec` where the
-        runner writes its own run directory: nothing is written on the scheduler's thread),
-        or a fresh interpreter if the launcher cannot answer."""
-        job_id, run_as = launch.job_id, launch.run_as
-        own = runspec if runner_writes(launch) else None
-        warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
         try:
-            pid = self._launcher.spawn(run.path, env, run_as, warm=warm, spec=own)
-            return _Runner(job_id, run, pid)
+            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as, warm=warm))
         except OSError as exc:
             log.warning("job %d: %s; starting its runner directly", job_id, exc)
-        if own is not None:
-            write_run(run, runspec, launch)
         who: dict[str, Any] = {}
         if run_as is not None:
             who = {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}

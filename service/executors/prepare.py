@@ -10,7 +10,6 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from gpuq.contract.account import UMASK, Account
 from gpuq.contract.rundir import RunDir, write_json_atomic
@@ -26,17 +25,10 @@ def prepare_run(
     runs_dir: Path, launch: Launch, files: Mapping[str, str] | None = None
 ) -> tuple[RunDir, dict[str, str]]:
     """Writes the attempt's run directory (with `files`: name → text, what the executor
-    adds) and returns it with its runner's environment (`plan_run`, then `write_run`)."""
-    run, runspec, env = plan_run(runs_dir, launch)
-    write_run(run, runspec, launch, files)
-    return run, env
-
-
-def plan_run(runs_dir: Path, launch: Launch) -> tuple[RunDir, dict[str, Any], dict[str, str]]:
-    """The attempt's run directory, what its `spec.json` holds and its runner's
-    environment; writes nothing but takes away what a start whose claim never committed
-    left there (gpuq stopped in between, and `reconcile` ended that runner): this attempt
-    starts afresh. A job run as its owner gets their account's environment."""
+    adds) and returns it with its runner's environment. A retry gets a copy of the previous
+    attempt's checkpoints to resume from (that attempt's own files stay as they were). A job
+    run as its owner gets a run directory that is the owner's alone (gpuq, as root, still
+    reads it)."""
     run = RunDir.of(runs_dir, launch.job_id, launch.attempt)
     runspec = RunSpec(
         job_id=launch.job_id,
@@ -48,52 +40,34 @@ def plan_run(runs_dir: Path, launch: Launch) -> tuple[RunDir, dict[str, Any], di
         collective_timeout_s=launch.collective_timeout_s,
         params=None if launch.params is None else dict(launch.params),
     )
-    if run.path.is_symlink():  # (`rmtree` never follows a link)
+    # Left by a start whose claim never committed (gpuq stopped in between, and `reconcile`
+    # ended that runner): this attempt starts afresh. (`rmtree` never follows a link.)
+    if run.path.is_symlink():
         run.path.unlink()
     elif run.path.is_dir():
         shutil.rmtree(run.path)
-    env = runner_environment(inherited(os.environ, own_account=launch.run_as is None), runspec, run)
-    if launch.run_as is not None:
-        env.update(launch.run_as.environment())
-    return run, runspec.model_dump(mode="json"), env
-
-
-def runner_writes(launch: Launch) -> bool:
-    """Whether the attempt's runner may write its run directory itself (`worker.runner.
-    become`): one of gpuq's own account that resumes from nothing. Else `write_run` does,
-    before the runner starts: the folder is given away, or copied into."""
-    return launch.run_as is None and launch.resume_from is None
-
-
-def write_run(
-    run: RunDir,
-    runspec: Mapping[str, Any],
-    launch: Launch,
-    files: Mapping[str, str] | None = None,
-) -> None:
-    """Writes the attempt's run directory: `spec.json`, an empty `output.log` and `files`;
-    a retry gets a copy of the previous attempt's checkpoints to resume from (that
-    attempt's own files stay as they were). A job run as its owner gets a run directory
-    that is the owner's alone (gpuq, as root, still reads it)."""
-    if runner_writes(launch):
+    if launch.run_as is None and launch.resume_from is None:
         # Its folders are the runner's to make (`worker.launch_plan`), away from the
         # scheduler's thread, where each metadata write can wait on a commit's journal.
-        run.path.mkdir(parents=True, exist_ok=True)  # the launcher's, if it failed after
+        run.path.mkdir(parents=True)
     else:
         run.create()  # given away, or copied into, below
     # Not durable: after a power cut the attempt is over whatever this file says.
-    write_json_atomic(run.spec, dict(runspec), durable=False)
+    write_json_atomic(run.spec, runspec.model_dump(mode="json"), durable=False)
     run.log.touch()
     for name, text in (files or {}).items():
         (run.path / name).write_text(text)
+    env = runner_environment(inherited(os.environ, own_account=launch.run_as is None), runspec, run)
     if launch.run_as is not None:
         # The job's folder stays gpuq's (so the owner cannot swap an attempt's folder for a
         # link); each attempt's folder is the owner's alone.
         run.path.parent.chmod(0o711)
         give_to(launch.run_as, run.path)
+        env.update(launch.run_as.environment())
     if launch.resume_from is not None:
-        previous = RunDir.of(run.path.parent.parent, launch.job_id, launch.resume_from)
+        previous = RunDir.of(runs_dir, launch.job_id, launch.resume_from)
         copy_checkpoints(previous.checkpoints, run.checkpoints, launch.run_as)
+    return run, env
 
 
 def give_to(account: Account, folder: Path) -> None:

@@ -4,16 +4,10 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 
-from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.processes import process_start_ticks
-from gpuq.contract.rundir import read_json
-from gpuq.contract.runspec import RunSpec
-from gpuq.contract.spec import JobSpec
-from service.executors.base import Launch
 from service.executors.local import LocalExecutor, is_runner_of
 
 
@@ -84,28 +78,3 @@ def test_a_runner_is_known_by_its_session_and_its_attempts_folder(executor, tmp_
         for proc in (runner, in_group, other):
             proc.kill()
             proc.wait()
-
-
-def test_a_jobs_runner_writes_its_run_directory_in_the_folder_the_launcher_made(tmp_path):
-    """Nothing is written on the scheduler's thread for a job of gpuq's own account: the
-    launcher makes the attempt's folder before it answers (what `reconcile` takes for a
-    launched job), and the runner writes `spec.json` and `output.log` in it."""
-    exits = threading.Event()
-    executor = LocalExecutor(tmp_path / "runs")
-    executor.open(exits.set)
-    try:
-        argv = ["sh", "-c", 'cat "$GPUQ_RUN_DIR/spec.json"']
-        launch = Launch(4, 1, JobSpec(kind="command", command={"argv": argv}), DevicePlan.cpu())
-        started = executor.start(launch)
-        run = executor.run_dir(4, 1)
-        assert run.path.is_dir()
-        assert exits.wait(10)
-        [ended] = executor.exited()
-    finally:
-        executor.close()
-    assert ended.record is not None and ended.record["exit_code"] == 0
-    assert read_json(run.runner)["runner_pid"] == started.runner_pid
-    written = RunSpec.model_validate_json(run.spec.read_text())
-    assert (written.job_id, written.attempt, written.spec) == (4, 1, launch.spec)
-    assert RunSpec.model_validate_json(run.log.read_text()) == written  # the job read it
-    assert not list(run.path.glob(".*.tmp"))

@@ -127,10 +127,9 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
         assert path.lstat().st_uid == ana.pw_uid, path
 
 
-def test_an_attempt_started_without_the_launcher_finds_its_run_directory_written(tmp_path):
-    """What `prepare_run` writes where the runner does not write its own (the launcher
-    did not answer, or a Slurm job): the spec, an empty log; what a start whose claim never
-    committed left there is gone."""
+def test_an_attempts_run_directory_is_written_afresh(tmp_path):
+    """What `prepare_run` writes before a runner starts: the spec, an empty log; what a
+    start whose claim never committed left there is gone."""
     plain = Launch(
         job_id=1,
         attempt=1,
