@@ -40,8 +40,8 @@ def stop_overdue(books: Books) -> None:
     if not books.running:
         return
     now = utcnow()
-    with books.db.read() as session:
-        jobs = session.connection().execute(_STOPS, {"ids": list(books.running)}).all()
+    with books.db.reader.connect() as connection:  # no ORM session: every step runs it
+        jobs = connection.execute(_STOPS, {"ids": list(books.running)}).all()
     for job in jobs:
         with apart(job.id, "stop it"):
             _stop_if_overdue(books, job, now)
