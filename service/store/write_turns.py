@@ -10,8 +10,8 @@ tried again every `STEP_S` at most: SQLite's own lock then finds the way free.
 
 The lock orders gpuq's own writers alone: anything else that writes the database still
 meets SQLite's lock, whose busy handler waits for it as before. A writer that cannot get a
-turn within `BUSY_TIMEOUT_S` goes ahead without one and leaves it to SQLite; a lock file
-that cannot be opened (another account's) leaves every write to SQLite, as before.
+turn within the busy timeout (SQLite's, 10 s) goes ahead without one and leaves it to
+SQLite; a lock file that cannot be opened leaves every write to SQLite, as before.
 """
 
 import contextlib
