@@ -41,10 +41,12 @@ def wait_http(url: str, timeout_s: float = 30) -> None:
 
 
 @contextmanager
-def serving(argv: list[str], port: int, ready_path: str, env: dict[str, str]) -> Iterator[str]:
+def serving(
+    argv: list[str], port: int, ready_path: str, env: dict[str, str], cwd: Path = ROOT
+) -> Iterator[str]:
     """Runs a server process until the block ends; yields its URL once `ready_path` answers."""
     proc = subprocess.Popen(
-        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -57,9 +59,14 @@ def serving(argv: list[str], port: int, ready_path: str, env: dict[str, str]) ->
 
 @contextmanager
 def gpuq_server(
-    *args: str, gpus: str = "sim:2x16GiB", home: Path | None = None, **env: str
+    *args: str,
+    gpus: str = "sim:2x16GiB",
+    home: Path | None = None,
+    tree: Path = ROOT,
+    **env: str,
 ) -> Iterator[str]:
-    """`gpuq serve` with a fresh state directory (or `home`); yields its URL."""
+    """`gpuq serve` with a fresh state directory (or `home`); yields its URL. `tree`:
+    another checkout of gpuq to serve from, with this one's installed dependencies."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as scratch:
         environ = {
@@ -70,10 +77,11 @@ def gpuq_server(
             "GPUQ_LOG_LEVEL": "WARNING",
             "GPUQ_ALLOW_ROOT_JOBS": "1",  # benchmarks may run as root, as on a one-user box
             "GPUQ_ALLOW_SHARED_ACCOUNT": "1",  # whose users are one person's tokens
+            **({"PYTHONPATH": str(tree)} if tree != ROOT else {}),
             **env,
         }
         argv = [PYTHON, "-m", "service.cli.main", "serve", *args]
-        with serving(argv, port, "/healthz", environ) as url:
+        with serving(argv, port, "/healthz", environ, cwd=tree) as url:
             yield url
 
 
