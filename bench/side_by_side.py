@@ -16,15 +16,15 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from bench.common import ROOT, gpuq_server, table
-from bench.vs_tsp import gpuq_blocking, gpuq_drain, gpuq_polled
+from bench.vs_tsp import gpuq_blocking, gpuq_drain, gpuq_polled, timed
 
 PAUSE_S = 0.03  #: between jobs, so that one's end does not overlap the next's start
 
@@ -40,13 +40,6 @@ def worktree(revision: str) -> Iterator[Path]:
             yield tree
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
-
-
-def seconds(action: Callable[..., None], *args: Any) -> float:
-    """How long `action(*args)` took."""
-    began = time.perf_counter()
-    action(*args)
-    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -72,13 +65,13 @@ def main() -> None:
             for side in ("base", "this") if n % 2 == 0 else ("this", "base"):
                 client = clients[side]
                 time.sleep(PAUSE_S)
-                figures[side]["blocking"].append(seconds(gpuq_blocking, client))
+                figures[side]["blocking"] += timed(partial(gpuq_blocking, client), 1)
                 time.sleep(PAUSE_S)
-                figures[side]["polled"].append(seconds(gpuq_polled, client))
+                figures[side]["polled"] += timed(partial(gpuq_polled, client), 1)
         for n in range(args.drains):
             for side in ("base", "this") if n % 2 == 0 else ("this", "base"):
-                drain = seconds(gpuq_drain, clients[side], args.drain_jobs)
-                figures[side]["drain"].append(drain)
+                drain = partial(gpuq_drain, clients[side], args.drain_jobs)
+                figures[side]["drain"] += timed(drain, 1)
     rows = []
     for what, label, scale, unit in (
         ("blocking", "submit → finished, blocking wait", 1e3, "ms"),

@@ -113,8 +113,8 @@ class Spares:
 
     def top_up(self) -> None:
         """Forks the missing spares, if the launcher has been quiet long enough; if it
-        cannot (out of processes or files), it tries again in `RETRY_S`, and starts fork
-        their runners meanwhile."""
+        cannot (out of processes or files), it tries again in `RETRY_S`, and each start
+        forks its own runner meanwhile."""
         if self.due_in_s() != 0.0:
             return
         try:

@@ -37,25 +37,29 @@ def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> b
     it never changes, and two racing writers cannot both succeed.
     """
     stamps = {_STAMP.get(to, "finished_at"): utcnow()} if to != JobStatus.queued else {}
-    return _set(session, job_id, to, {"status": to, **(stamps | values)})  # `values` win
+    values = {"status": to, **(stamps | values)}  # a stamp in `values` is the caller's
+    if _reusable(values):
+        return _set(session, job_id, to, values)
+    return _update(session, job_id, JOB.c.status.in_(ALLOWED_FROM[to]), **values)
 
 
 def _update(session: Session, job_id: int, *conditions: Any, **values: Any) -> bool:
-    if not conditions:
+    if not conditions and _reusable(values):
         return _set(session, job_id, None, values)
     statement = update(JOB).where(JOB.c.id == job_id, *conditions).values(**values)
     return session.connection().execute(statement).rowcount == 1
 
 
+def _reusable(values: dict[str, Any]) -> bool:
+    """Whether the statement built once for these columns (`_setting`) can set `values`:
+    none of them is an SQL expression (`preemptions + 1`), which needs one of its own."""
+    return not any(isinstance(value, ClauseElement) for value in values.values())
+
+
 def _set(session: Session, job_id: int, to: JobStatus | None, values: dict[str, Any]) -> bool:
     """Sets the job's `values` (moving it to `to`, if given, from the states that allow
-    it) with the statement built once for those columns (`_setting`): every start, event
-    and exit runs some, and building one costs about three times what running it does. A
-    value that is an SQL expression (`preemptions + 1`) gets a statement of its own."""
-    if any(isinstance(value, ClauseElement) for value in values.values()):
-        allowed = [] if to is None else [JOB.c.status.in_(ALLOWED_FROM[to])]
-        statement = update(JOB).where(JOB.c.id == job_id, *allowed).values(**values)
-        return session.connection().execute(statement).rowcount == 1
+    it) with the statement built once for those columns: every start, event and exit runs
+    some, and building one costs about three times what running it does."""
     params = {"job_": job_id, **{f"new_{column}": v for column, v in values.items()}}
     return session.connection().execute(_setting(tuple(values), to), params).rowcount == 1
 
