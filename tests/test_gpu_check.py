@@ -11,6 +11,7 @@ import httpx
 from tests.e2e.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
 def test_without_a_gpu_it_says_so_and_leaves_nothing_running(tmp_path):
@@ -26,7 +27,14 @@ def test_without_a_gpu_it_says_so_and_leaves_nothing_running(tmp_path):
     assert "starting gpuq serve" not in done.stdout
 
 
-def test_the_wheels_run_gpuq_serve_in_a_bare_interpreter(tmp_path):
+#: A command job's program: where it imports from.
+PYTHONPATH = "import os; print(os.environ['PYTHONPATH'])"
+
+
+def test_the_wheels_run_gpuq_serve_and_its_jobs_in_a_bare_interpreter(tmp_path):
+    """As on a GPU box without network: gpuq and its dependencies on PYTHONPATH alone, not
+    installed. Its runners import gpuq from there too; the job's program gets the hook's
+    folder, not gpuq's dependencies."""
     wheels, site, bare = tmp_path / "whl", tmp_path / "site", tmp_path / "bare"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     gpu_wheels = [sys.executable, str(ROOT / "scripts" / "gpu-wheels")]
@@ -42,6 +50,7 @@ def test_the_wheels_run_gpuq_serve_in_a_bare_interpreter(tmp_path):
         "GPUQ_HOME": str(tmp_path / "home"),
         "GPUQ_GPUS": "sim:1",
         "GPUQ_PORT": str(port),
+        "GPUQ_ALLOW_ROOT_JOBS": "1",  # this suite runs as root in CI
     }
     gpuq = [str(bare / "bin" / "python"), "-m", "service.cli.main"]
     added = subprocess.run([*gpuq, "users", "add", "ana"], env=env, capture_output=True, text=True)
@@ -58,10 +67,23 @@ def test_the_wheels_run_gpuq_serve_in_a_bare_interpreter(tmp_path):
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        gpus = httpx.get(
-            f"http://127.0.0.1:{port}/v1/gpus", headers={"Authorization": f"Bearer {token}"}
+        api = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
         )
+        gpus = api.get("/v1/gpus")
         assert gpus.status_code == 200 and gpus.json()[0]["simulated"]
+        argv = [str(bare / "bin" / "python"), "-c", PYTHONPATH]
+        submitted = api.post("/v1/jobs", json={"kind": "command", "command": {"argv": argv}})
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        deadline = time.monotonic() + 60
+        while (job := api.get(f"/v1/jobs/{job_id}").json())["status"] not in ENDED:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+        log = api.get(f"/v1/jobs/{job_id}/logs").text
+        assert job["status"] == "succeeded", (job, log)
+        folders = log.strip().splitlines()[-1].split(":")
+        assert len(folders) == 1 and (Path(folders[0]) / "sitecustomize.py").is_file(), log
     finally:
         server.terminate()
         server.wait(timeout=30)

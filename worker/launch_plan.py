@@ -84,12 +84,10 @@ def _fill(folder: Path) -> Path:
     return folder
 
 
-def launch_plan(
-    run: RunDir, runner_env: dict[str, str], *, on_node: bool = False
-) -> dict[str, Any]:
+def launch_plan(run: RunDir, *, on_node: bool = False) -> dict[str, Any]:
     """`launch.json`: argv, working directory and the variables the job's process adds to
-    its runner's environment `runner_env`; `running_at_start` for programs gpuq cannot see
-    inside, which count as running once started. Makes the attempt's folders (checkpoints,
+    its runner's environment; `running_at_start` for programs gpuq cannot see inside,
+    which count as running once started. Makes the attempt's folders (checkpoints,
     artifacts, TensorBoard) first. A job on several nodes starts a gpuq worker on each
     (`worker.node`) through Slurm's `srun`; each (`on_node`) then starts the job's own
     process."""
@@ -122,8 +120,10 @@ def launch_plan(
         argv = [sys.executable, "-P", "-m", "worker.train", str(run.path)]
         return {"argv": argv, "env": {}, "cwd": str(run.path), "running_at_start": False}
     env = dict(command.get("env") or {})
-    inherited = env.get("PYTHONPATH", runner_env.get("PYTHONPATH"))
-    env["PYTHONPATH"] = os.pathsep.join([str(hook_path(run)), *([inherited] if inherited else [])])
+    # The hook's folder and the spec's own; never the runner's, which is where gpuq's code
+    # comes from (`service.executors.environment.code_path`), not the job's.
+    own = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([str(hook_path(run)), *([own] if own else [])])
     env[ENV] = DevicePlan.from_dict(runspec["devices"]).to_json()
     return {
         "argv": list(command["argv"]),

@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     except TimeoutError as exc:
         say(prefix, f"gpuq: {exc}")
         return record_end(run, NodeEnd(rank, node, 1, None, time.time(), bool(stopped)))
-    plan = launch_plan(run, dict(os.environ), on_node=True)
+    plan = launch_plan(run, on_node=True)
     env = {**os.environ, **plan["env"], **world_environment(world, rank)}
     if rank > 0:
         env.update(scratch(run, rank))

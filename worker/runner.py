@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     began = time.time()
     run = RunDir(Path(argv[1]))
     survive_group_signals()
-    plan = launch_plan(run, dict(os.environ))
+    plan = launch_plan(run)
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
     if plan.get("terminal"):

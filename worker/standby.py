@@ -59,7 +59,7 @@ def main(control: socket.socket) -> int:
     control.close()
     worker.stdout.close()
     run = runner.become(request, keep=worker.stdin.fileno())
-    plan = launch_plan(run, dict(os.environ))
+    plan = launch_plan(run)
     if plan["argv"][1:4] != ["-P", "-m", "worker.train"]:  # not a builtin job
         worker.kill()
         return runner.main(["worker.runner", str(run.path)])

@@ -5,6 +5,11 @@ gpuq often runs as root, started from an admin's shell (`sudo -E`) or a unit wit
 member's to read. A job gets only what says where programs and libraries are, the locale,
 and the settings an admin makes for every job's CUDA, NCCL and TensorFlow; then what its
 spec names (`command.env`), and gpuq's own `GPUQ_*` variables for the job.
+
+Where gpuq itself is imported from a `PYTHONPATH` (a checkout, or a folder of wheels as
+`make gpu-check` runs it) rather than installed, the processes that run gpuq's code for a
+job (its runner, gpuq's trainer) get that path too (`code_path`); the job's own program
+does not (`worker.launch_plan` gives it the hook's folder and the spec's `PYTHONPATH`).
 """
 
 import os
@@ -49,7 +54,17 @@ def inherited(base: Mapping[str, str], *, own_account: bool) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k in kept or k.startswith(PREFIXES)}
     if not own_account and "PATH" in env and base.get("HOME"):
         env["PATH"] = without_folders_in(env["PATH"], base["HOME"])
+    if path := code_path(base):
+        env["PYTHONPATH"] = path
     return env
+
+
+def code_path(base: Mapping[str, str]) -> str:
+    """Where gpuq's code comes from besides its interpreter's own packages: `base`'s
+    `PYTHONPATH`, each folder made absolute (gpuq's processes run in other folders); empty
+    where gpuq is installed."""
+    folders = (base.get("PYTHONPATH") or "").split(os.pathsep)
+    return os.pathsep.join(os.path.abspath(folder) for folder in folders if folder)
 
 
 def without_folders_in(path: str, home: str) -> str:

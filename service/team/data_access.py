@@ -19,6 +19,7 @@ from typing import Literal
 
 from gpuq.contract.account import Account
 from service.errors import Forbidden, Invalid
+from service.executors.environment import code_path
 
 #: how long asking as the owner may take (a fresh interpreter, a few stat calls)
 ASK_TIMEOUT_S = 20.0
@@ -93,7 +94,8 @@ def ask_as(account: Account, uses: Sequence[PathUse]) -> list[str | None]:
     )
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-m", "worker.access"],
+            # -I but for gpuq's own PYTHONPATH: the environment below is all it has.
+            [sys.executable, "-P", "-s", "-m", "worker.access"],
             input=json.dumps(checks),
             capture_output=True,
             text=True,
@@ -101,7 +103,11 @@ def ask_as(account: Account, uses: Sequence[PathUse]) -> list[str | None]:
             group=account.gid,
             extra_groups=list(account.groups),
             umask=0o077,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **account.environment()},
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                **({"PYTHONPATH": path} if (path := code_path(os.environ)) else {}),
+                **account.environment(),
+            },
             cwd="/",
             timeout=ASK_TIMEOUT_S,
         )
