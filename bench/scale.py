@@ -2,8 +2,9 @@
 each against the 1,000-job figure measured in the same run (target: within 2x).
 
 Each database is made by gpuq's own migrations and `create_job`, then copied in SQLite to
-the size wanted: 1 % queued, 1 % failed, the rest succeeded, four owners. `gpuq serve
---api-only` then answers wrk (one connection, so the figure is latency, not contention).
+the size wanted: 1 % queued (at least a page of 50), 1 % failed, the rest succeeded, four
+owners. `gpuq serve --api-only` then answers wrk (one connection, so the figure is
+latency, not contention).
 Usage:
     python -m bench.scale [--sizes 1000,100000,1000000] [--seconds 3]
 """
@@ -23,6 +24,7 @@ from service.store.db import Database
 from service.team.users import OPEN
 
 SPEC = {"name": "scale", "kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
+PAGE = 50  #: the API's default page
 COPIED = [
     "name", "spec", "gpu_count", "memory_mb", "assigned_gpus", "attempt", "progress", "metrics",
     "log_tail", "warnings", "depends_on", "previous_attempts", "events_offset", "priority",
@@ -62,7 +64,8 @@ def measure(jobs: int, seconds: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="gpuq-scale-") as tmp:
         home = Path(tmp)
         began = time.perf_counter()
-        populate(home, jobs)
+        # 1 % queued, but a page of them at least: every size lists the same 50 rows.
+        populate(home, jobs, queued_every=max(1, min(100, jobs // PAGE)))
         made = time.perf_counter() - began
         print(f"  {jobs:,} jobs stored in {made:.1f} s", flush=True)
         requests = {
