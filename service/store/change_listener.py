@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from service.store.commit_notices import POLL_S, CommitNotices
+from service.store.commit_notices import HEARD_POLL_S, POLL_S, CommitNotices
 from service.store.postgres import CHANNEL
 
 if TYPE_CHECKING:
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How long waiters go without a look at the database while every commit is heard.
-LISTENING_POLL_S = 5.0
 #: A quiet connection is checked this often: a server that went away may say nothing.
 KEEPALIVE_S = 5.0
 #: The wait before reconnecting after an error, doubling while the errors go on.
@@ -98,7 +96,7 @@ class ChangeListener:
     def _heard(self, *, listening: bool) -> None:
         if listening:
             self.listening.set()
-            self._notices.poll_s = LISTENING_POLL_S
+            self._notices.poll_s = HEARD_POLL_S
         else:
             self.listening.clear()
             self._notices.poll_s = POLL_S

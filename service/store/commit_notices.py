@@ -1,9 +1,10 @@
 """Wakes waiting requests (long polls, event streams) when a write is committed.
 
 Waiters still re-read the database: a notice only says "look now". This process's own
-commits notify at once; on PostgreSQL, other processes' commits arrive through LISTEN
-(`change_listener`). Where nothing tells of them (SQLite, or while the listener
-reconnects), waiters poll at `POLL_S`.
+commits notify at once; other processes' commits arrive through LISTEN on PostgreSQL
+(`change_listener`), in an `--api-only` process on SQLite through the write-ahead log
+(`foreign_commits`), and in gpuq serve's API from its scheduler's process. Where nothing
+tells of them (the listener reconnecting, no inotify), waiters poll at `POLL_S`.
 """
 
 import asyncio
@@ -13,6 +14,8 @@ from collections.abc import Callable
 
 #: How often a waiter looks at the database when no notice comes (writes by other processes).
 POLL_S = 0.25
+#: The same while other processes' commits are heard: a safety net only.
+HEARD_POLL_S = 5.0
 
 
 class CommitNotices:

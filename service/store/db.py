@@ -27,7 +27,8 @@ from sqlmodel import Session, SQLModel
 
 from service.store import postgres
 from service.store.change_listener import ChangeListener
-from service.store.commit_notices import CommitNotices
+from service.store.commit_notices import HEARD_POLL_S, CommitNotices
+from service.store.foreign_commits import ForeignCommits
 from service.store.write_turns import WriteTurns
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ class Database:
     #: SQLite: a connection kept to ask `PRAGMA data_version`, which changes whenever
     #: another connection (of any process) has committed; it never writes.
     _version_probe: sqlite3.Connection | None = None
+    #: SQLite: hears other processes' commits as they happen
+    _foreign: ForeignCommits | None = None
     #: PostgreSQL: the same question, asked of the server's snapshot.
     _change_probe: postgres.ChangeProbe | None = None
     #: PostgreSQL: hears other processes' commits.
@@ -124,7 +127,9 @@ class Database:
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def open(cls, url: str) -> "Database":
+    def open(cls, url: str, *, hear_others: bool = False) -> "Database":
+        """`hear_others`: SQLite: hear other processes' commits as they happen (a thread
+        watching the write-ahead log), not only by polling. (PostgreSQL always listens.)"""
         parsed = make_url(url)
         if parsed.get_backend_name() == "postgresql":
             return cls._open_postgres(url)
@@ -133,17 +138,29 @@ class Database:
             return cls(url, engine, engine)
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        probe = turns = None
-        if parsed.database and parsed.database != ":memory:":
-            probe = sqlite3.connect(parsed.database, check_same_thread=False)
-            turns = WriteTurns(Path(parsed.database), BUSY_TIMEOUT_MS / 1000)
-        return cls(
+        if not parsed.database or parsed.database == ":memory:":
+            return cls(url, _sqlite_engine(url, "BEGIN"), _sqlite_engine(url, "BEGIN IMMEDIATE"))
+        path = Path(parsed.database)
+        db = cls(
             url,
             _sqlite_engine(url, "BEGIN"),
             _sqlite_engine(url, "BEGIN IMMEDIATE"),
-            _version_probe=probe,
-            _turns=turns,
+            _version_probe=sqlite3.connect(path, check_same_thread=False),
+            _turns=WriteTurns(path, BUSY_TIMEOUT_MS / 1000),
         )
+        if not hear_others:
+            return db
+        heard = ForeignCommits(
+            path,
+            db._probe_version,
+            db._write_lock,
+            db._writing,
+            db.notices.notify,
+        )
+        if heard.start():
+            db._foreign = heard
+            db.notices.poll_s = HEARD_POLL_S
+        return db
 
     @classmethod
     def _open_postgres(cls, url: str) -> "Database":
@@ -162,6 +179,14 @@ class Database:
             _change_probe=postgres.ChangeProbe(reader),
             _listener=listener,
         )
+
+    @property
+    def file(self) -> Path | None:
+        """SQLite: the database's file; None for PostgreSQL or a database in memory."""
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            return None
+        return Path(parsed.database)
 
     @property
     def dialect(self) -> str:
@@ -186,8 +211,8 @@ class Database:
     def write(self) -> Iterator[Session]:
         """One write transaction, committed on success and rolled back on error."""
         with (
-            self._write_lock,
-            self._turn(),
+            self._writing(),
+            self._seeing_own(),
             Session(self.writer, expire_on_commit=False) as session,
             session.begin(),
         ):
@@ -198,12 +223,30 @@ class Database:
     def write_connection(self) -> Iterator[Connection]:
         """One write transaction on a Core connection, without an ORM session: as `write`,
         for hot paths that build no objects."""
-        with self._write_lock, self._turn(), self.writer.begin() as conn:
+        with self._writing(), self._seeing_own(), self.writer.begin() as conn:
             yield conn
         self.notices.notify()
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """This process's write lock, then the turn of all gpuq's processes."""
+        with self._write_lock, self._turn():
+            yield
+
     def _turn(self) -> AbstractContextManager[None]:
         return nullcontext() if self._turns is None else self._turns.turn()
+
+    @contextmanager
+    def _seeing_own(self) -> Iterator[None]:
+        """Where other processes' commits are heard: once one of this process's writes has
+        committed, it is seen (while the turn is still ours, so that no other gpuq
+        process's commit comes in between), not heard as another's. What it sees of others'
+        meanwhile is told with it: every commit of ours notifies."""
+        try:
+            yield
+        finally:
+            if self._foreign is not None:
+                self._foreign.look()
 
     def cached(self, key: str, load: Callable[[], T], *, revision: str | None = None) -> T:
         """`load()`'s value, kept until anything is committed to the database (by this
@@ -238,12 +281,18 @@ class Database:
             return self._change_probe.version()
         if self._version_probe is None:
             return None
+        return self._probe_version()
+
+    def _probe_version(self) -> int:
+        assert self._version_probe is not None
         with self._cache_lock:
-            return self._version_probe.execute("PRAGMA data_version").fetchone()[0]
+            return int(self._version_probe.execute("PRAGMA data_version").fetchone()[0])
 
     def dispose(self) -> None:
         if self._listener is not None:
             self._listener.stop()
+        if self._foreign is not None:
+            self._foreign.stop()
         if self._change_probe is not None:
             self._change_probe.close()
         self.reader.dispose()

@@ -96,6 +96,30 @@ def test_a_long_poll_on_another_api_process_sees_the_schedulers_change(trained):
         other.kill()
 
 
+def test_a_job_stored_by_another_api_process_starts_before_the_schedulers_poll(tmp_path):
+    """On SQLite the `--api-only` process wakes the scheduler (`gpuq.db-wake`), which
+    would otherwise find the job at its next poll, here a minute away; that process's long
+    poll hears the scheduler's commits in turn (the database's write-ahead log)."""
+    server = Server(tmp_path / "gpuq")
+    server.env["GPUQ_IDLE_POLL_S"] = "60"
+    server.start()
+    other = Server(server.home)
+    try:
+        other.start("--api-only")
+        job = httpx.post(f"{other.url}/v1/jobs", json=command_spec("pass", gpus=0)).json()
+        began = time.monotonic()
+        url = f"{other.url}/v1/jobs/{job['id']}"
+        while job["status"] not in {"succeeded", "failed", "cancelled", "timed_out"}:
+            params = {"wait_s": 50, "since": job["revision"]}
+            job = httpx.get(url, params=params, timeout=60).json()
+        assert job["status"] == "succeeded", job
+        assert time.monotonic() - began < 30, "the job waited for the scheduler's poll"
+    finally:
+        if other.proc is not None:
+            other.kill()
+        server.kill()
+
+
 def test_a_server_stops_promptly_with_an_event_stream_open(tmp_path):
     server = Server(tmp_path / "gpuq")
     server.start("--api-only")

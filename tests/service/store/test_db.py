@@ -16,7 +16,7 @@ from sqlmodel import SQLModel
 from gpuq.contract.spec import JobSpec
 from service import jobs
 from service.store import migrate
-from service.store.change_listener import LISTENING_POLL_S
+from service.store.commit_notices import HEARD_POLL_S
 from service.store.db import Database
 from service.store.postgres import WRITE_LOCK_KEY
 from service.team.users import add_user, list_users, revoke_user
@@ -211,7 +211,7 @@ def test_postgres_a_commit_by_another_process_wakes_this_ones_waiters(db: Databa
     """LISTEN/NOTIFY: a waiter here wakes on another process's commit at once, not at its
     next look at the database; a rolled-back write wakes nobody."""
     assert db._listener is not None and db._listener.listening.wait(5)
-    assert db.notices.poll_s == LISTENING_POLL_S
+    assert db.notices.poll_s == HEARD_POLL_S
     other = Database.open(settings.db_url)  # another process's, in effect
 
     def failed_write() -> None:
