@@ -4,7 +4,6 @@ scheduler or compute run-directory paths."""
 
 import secrets
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -27,9 +26,8 @@ from service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
 from service.scheduler.loop import Scheduler
 from service.scheduler.remote import SchedulerFailed, SchedulerProcess
 from service.settings import Settings
-from service.store import migrate, wake_file
+from service.store import migrate
 from service.store.db import Database
-from service.store.file_watch import FileWatch
 from service.store.tables import Job, Sweep
 from service.sweeps import actions as sweep_actions
 from service.sweeps.expand import expand
@@ -56,8 +54,6 @@ class Service:
     scheduler: Scheduler | SchedulerProcess
     schedules: bool = True  #: False in an API-only process
     notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
-    #: where jobs are scheduled on SQLite: what wakes the scheduler for --api-only processes
-    woken_by: FileWatch | None = None
     #: Stores submissions, concurrent ones in shared commits (group commit).
     submissions: Submissions = field(init=False)
 
@@ -91,9 +87,7 @@ class Service:
             inventory = discover(settings.gpus)
         else:
             inventory = Inventory.from_probe(probe, simulated=True)
-        # An --api-only process hears the scheduler's commits through the database; gpuq
-        # serve's API hears them over the socket pair to its scheduler's process.
-        db = Database.open(settings.db_url, hear_others=not schedule)
+        db = Database.open(settings.db_url, api_only=not schedule)
         migrate.upgrade(db)
         try:
             run_as.check_members(settings, db)
@@ -105,7 +99,7 @@ class Service:
         gpus = GpuRegistry(db, inventory)
         planner = Scheduler(db, settings, gpus, executor)
         scheduler: Scheduler | SchedulerProcess = planner
-        notifier = woken_by = None
+        notifier = None
         if schedule and scheduler_process:
             scheduler = SchedulerProcess(db, planner)
             try:
@@ -117,27 +111,13 @@ class Service:
             planner.start()
             notifier = Notifier(db, settings)
             notifier.start()
-            if db.file is not None:  # what an --api-only process stores starts at once
-                woken_by = wake_file.watch(db.file, planner.wake)
-        elif db.file is not None:
-            planner.wakes_elsewhere = partial(wake_file.poke, db.file)
-        return cls(
-            settings,
-            db,
-            gpus,
-            executor,
-            scheduler,
-            schedules=schedule,
-            notifier=notifier,
-            woken_by=woken_by,
-        )
+            db.wake_on_api_commits(planner.wake)  # what --api-only processes store starts now
+        return cls(settings, db, gpus, executor, scheduler, schedules=schedule, notifier=notifier)
 
     def close(self) -> None:
         self.submissions.close()  # first: what is waiting is stored and answered
         if self.notifier is not None:
             self.notifier.stop()
-        if self.woken_by is not None:
-            self.woken_by.stop()
         if self.schedules:
             self.scheduler.stop()
         self.db.dispose()

@@ -30,7 +30,7 @@ on a child.
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 from sqlalchemy import ColumnElement
@@ -85,9 +85,6 @@ class Scheduler:
         self.placer = Placer(self.books)
         self.stopper = EarlyStopper(self.books)
         self._wake = threading.Event()
-        #: In an `--api-only` process, which schedules nothing: wakes gpuq serve's scheduler
-        #: (`service.store.wake_file.poke`) instead.
-        self.wakes_elsewhere: Callable[[], None] | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = SchedulerLock(db, settings.home)
@@ -113,8 +110,6 @@ class Scheduler:
 
     def wake(self) -> None:
         self._wake.set()
-        if self.wakes_elsewhere is not None:
-            self.wakes_elsewhere()
 
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from service.store.commit_notices import HEARD_POLL_S, POLL_S, CommitNotices
-from service.store.postgres import CHANNEL
+from service.store.postgres import API_ONLY, CHANNEL
 
 if TYPE_CHECKING:
     import psycopg
@@ -46,6 +46,8 @@ class ChangeListener:
         self._stop_r, self._stop_w = os.pipe()  # wakes the thread's select() to stop
         self._thread = threading.Thread(target=self._run, name="gpuq-listen", daemon=True)
         self.listening = threading.Event()  #: set while LISTEN is in place
+        #: where jobs are scheduled: called when an `--api-only` process has committed
+        self.on_api_commit: Callable[[], None] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -90,8 +92,12 @@ class ChangeListener:
                 conn.execute("SELECT 1")  # raises if the server went away
             # Drain the whole batch (the generator holds the connection's lock until done).
             origins = [notice.payload for notice in conn.notifies(timeout=0)]
-            if any(origin != self._origin for origin in origins):
+            others = [origin for origin in origins if origin != self._origin]
+            if others:
                 self._notices.notify()
+            woken = self.on_api_commit
+            if woken is not None and any(o.startswith(API_ONLY) for o in others):
+                woken()
 
     def _heard(self, *, listening: bool) -> None:
         if listening:

@@ -25,9 +25,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine.url import make_url
 from sqlmodel import Session, SQLModel
 
-from service.store import postgres
+from service.store import postgres, wake_file
 from service.store.change_listener import ChangeListener
 from service.store.commit_notices import HEARD_POLL_S, CommitNotices
+from service.store.file_watch import FileWatch
 from service.store.foreign_commits import ForeignCommits
 from service.store.write_turns import WriteTurns
 
@@ -116,8 +117,12 @@ class Database:
     #: SQLite: a connection kept to ask `PRAGMA data_version`, which changes whenever
     #: another connection (of any process) has committed; it never writes.
     _version_probe: sqlite3.Connection | None = None
-    #: SQLite: hears other processes' commits as they happen
+    #: SQLite, in an `--api-only` process: hears other processes' commits as they happen
     _foreign: ForeignCommits | None = None
+    #: SQLite, in an `--api-only` process: wakes the scheduler after each commit
+    _wakes: Path | None = None
+    #: SQLite, where jobs are scheduled: hears `--api-only` processes' commits
+    _woken_by: FileWatch | None = None
     #: PostgreSQL: the same question, asked of the server's snapshot.
     _change_probe: postgres.ChangeProbe | None = None
     #: PostgreSQL: hears other processes' commits.
@@ -127,12 +132,13 @@ class Database:
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def open(cls, url: str, *, hear_others: bool = False) -> "Database":
-        """`hear_others`: SQLite: hear other processes' commits as they happen (a thread
-        watching the write-ahead log), not only by polling. (PostgreSQL always listens.)"""
+    def open(cls, url: str, *, api_only: bool = False) -> "Database":
+        """`api_only`: for an `--api-only` process beside a scheduling gpuq serve, whose
+        commits wake that scheduler (`wake_on_api_commits`) and which hears other
+        processes' commits as they happen (on PostgreSQL every process does)."""
         parsed = make_url(url)
         if parsed.get_backend_name() == "postgresql":
-            return cls._open_postgres(url)
+            return cls._open_postgres(url, api_only)
         if parsed.get_backend_name() != "sqlite":
             engine = create_engine(url)
             return cls(url, engine, engine)
@@ -148,8 +154,9 @@ class Database:
             _version_probe=sqlite3.connect(path, check_same_thread=False),
             _turns=WriteTurns(path, BUSY_TIMEOUT_MS / 1000),
         )
-        if not hear_others:
+        if not api_only:
             return db
+        db._wakes = path
         heard = ForeignCommits(
             path,
             db._probe_version,
@@ -163,8 +170,10 @@ class Database:
         return db
 
     @classmethod
-    def _open_postgres(cls, url: str) -> "Database":
-        origin = secrets.token_hex(8)  # signs this Database's notices, to skip its own
+    def _open_postgres(cls, url: str, api_only: bool) -> "Database":
+        # Signs this Database's notices, to skip its own; an --api-only process's also wake
+        # the scheduler.
+        origin = (postgres.API_ONLY if api_only else "") + secrets.token_hex(8)
         reader, writer = postgres.engines(url, origin)
         notices = CommitNotices()
         listener = ChangeListener(
@@ -179,6 +188,16 @@ class Database:
             _change_probe=postgres.ChangeProbe(reader),
             _listener=listener,
         )
+
+    def wake_on_api_commits(self, wake: Callable[[], None]) -> None:
+        """Calls `wake()` whenever an `--api-only` process has committed: the scheduler
+        then steps at once rather than at its next poll. On SQLite such a process touches
+        a file the scheduler's process watches by itself (`wake_file`), on PostgreSQL its
+        notices say so; gpuq serve's own API wakes its scheduler directly."""
+        if self._listener is not None:
+            self._listener.on_api_commit = wake
+        elif self.file is not None:
+            self._woken_by = wake_file.watch(self.file, wake)
 
     @property
     def file(self) -> Path | None:
@@ -217,7 +236,7 @@ class Database:
             session.begin(),
         ):
             yield session
-        self.notices.notify()
+        self._committed()
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -225,7 +244,12 @@ class Database:
         for hot paths that build no objects."""
         with self._writing(), self._seeing_own(), self.writer.begin() as conn:
             yield conn
+        self._committed()
+
+    def _committed(self) -> None:
         self.notices.notify()
+        if self._wakes is not None:
+            wake_file.poke(self._wakes)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -293,6 +317,8 @@ class Database:
             self._listener.stop()
         if self._foreign is not None:
             self._foreign.stop()
+        if self._woken_by is not None:
+            self._woken_by.stop()
         if self._change_probe is not None:
             self._change_probe.close()
         self.reader.dispose()

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 #: Every write transaction notifies it; `change_listener` listens.
 CHANNEL = "gpuq_changes"
+#: How an `--api-only` process's notices begin: they wake the scheduler too.
+API_ONLY = "api-only:"
 #: The advisory lock every write transaction takes first ("gpuw" in ASCII). Migration 0005's
 #: revision trigger takes it too, so writers outside gpuq keep revisions in order.
 WRITE_LOCK_KEY = 0x67707577

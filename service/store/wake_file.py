@@ -1,11 +1,12 @@
 """SQLite: how an `--api-only` process wakes the scheduler of the `gpuq serve` beside it.
 
-After a commit that gives the scheduler work (a job stored, cancelled, held or released,
-a GPU drained), an `--api-only` process touches `gpuq.db-wake` beside the database. The
-scheduler's process watches that file and steps at once, where it would otherwise find the
-work at its next poll (`GPUQ_IDLE_POLL_S`, 2 s, when nothing runs). gpuq serve's own API
-wakes its scheduler over their socket pair and never touches the file, so the watch costs
-gpuq serve nothing where no `--api-only` process runs.
+After each of its commits (a job stored, cancelled, held or released, a GPU drained), an
+`--api-only` process touches `gpuq.db-wake` beside the database (`Database.open(url,
+api_only=True)`). The scheduler's process watches that file (`Database.wake_on_api_commits`)
+and steps at once, where it would otherwise find the work at its next poll
+(`GPUQ_IDLE_POLL_S`, 2 s, when nothing runs). gpuq serve's own API wakes its scheduler over
+their socket pair and never touches the file, so the watch costs gpuq serve nothing where
+no `--api-only` process runs.
 """
 
 import logging

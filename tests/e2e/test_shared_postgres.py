@@ -108,3 +108,15 @@ def test_api_processes_and_a_scheduler_share_one_postgresql(servers, settings):
     job = httpx.post(f"{b.url}/v1/jobs", json=spec).json()
     assert second.wait(job["id"], {"succeeded"})["status"] == "succeeded"
     second.kill()
+
+
+def test_a_job_stored_by_an_api_process_starts_before_the_schedulers_poll(servers):
+    """The --api-only process's notice wakes the scheduler, which would otherwise find the
+    job at its next poll, here a minute away."""
+    a, scheduler = servers["a"], servers["scheduler"]
+    scheduler.env["GPUQ_IDLE_POLL_S"] = "60"
+    scheduler.start()
+    a.start("--api-only")
+    time.sleep(1)  # the scheduler's first, idle step is over: only a wake starts the job
+    job = httpx.post(f"{a.url}/v1/jobs", json=command_spec("pass", gpus=0)).json()
+    assert scheduler.wait(job["id"], {"succeeded"}, timeout_s=30)["status"] == "succeeded"

@@ -28,7 +28,7 @@ db.dispose()
 @pytest.fixture
 def db(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'gpuq.db'}"
-    database = Database.open(url, hear_others=True)
+    database = Database.open(url, api_only=True)
     migrate.upgrade(database)
     yield database
     database.dispose()

@@ -38,17 +38,18 @@ def test_a_poke_wakes_even_after_the_file_was_removed(tmp_path):
         watching.stop()
 
 
-def test_commits_beside_it_do_not_wake_the_scheduler(tmp_path):
-    db = Database.open(f"sqlite:///{tmp_path / 'gpuq.db'}")
-    migrate.upgrade(db)
-    woken = threading.Event()
-    assert db.file is not None
-    watching = wake_file.watch(db.file, woken.set)
-    assert watching is not None
+def test_an_api_only_processes_commits_wake_the_scheduler_and_its_own_do_not(tmp_path):
+    url = f"sqlite:///{tmp_path / 'gpuq.db'}"
+    scheduling, api_only = Database.open(url), Database.open(url, api_only=True)
     try:
+        migrate.upgrade(scheduling)
+        woken = threading.Event()
+        scheduling.wake_on_api_commits(woken.set)
         for name in ("ana", "bo", "cy"):
-            add_user(db, name)
-        assert not woken.wait(1), "a commit woke the scheduler as a poke would"
+            add_user(scheduling, name)
+        assert not woken.wait(1), "the scheduling process's own commit woke its scheduler"
+        add_user(api_only, "dee")
+        assert woken.wait(10), "the --api-only process's commit did not wake the scheduler"
     finally:
-        watching.stop()
-        db.dispose()
+        api_only.dispose()
+        scheduling.dispose()
