@@ -103,6 +103,8 @@ class ChangeListener:
         if listening:
             self.listening.set()
             self._notices.poll_s = HEARD_POLL_S
+            if self.on_api_commit is not None:  # the scheduler looks for what went unheard
+                self.on_api_commit()
         else:
             self.listening.clear()
             self._notices.poll_s = POLL_S

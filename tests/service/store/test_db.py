@@ -230,6 +230,8 @@ def test_postgres_a_commit_by_another_process_wakes_this_ones_waiters(db: Databa
 def test_postgres_the_listener_reconnects_when_its_connection_dies(db: Database, settings):
     listener = db._listener
     assert listener is not None and listener.listening.wait(5)
+    scheduler_woken = threading.Event()
+    db.wake_on_api_commits(scheduler_woken.set)
     with psql(settings) as admin:
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -240,6 +242,8 @@ def test_postgres_the_listener_reconnects_when_its_connection_dies(db: Database,
             assert time.monotonic() < deadline, "the listener missed that its connection died"
             time.sleep(0.01)
         assert listener.listening.wait(5), "the listener did not listen again"
+        # What --api-only processes committed meanwhile went unheard: the scheduler looks.
+        assert scheduler_woken.is_set()
         assert woken_by(db, lambda: admin.execute("NOTIFY gpuq_changes, 'elsewhere'"))
 
 
