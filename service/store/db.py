@@ -119,8 +119,10 @@ class Database:
     _version_probe: sqlite3.Connection | None = None
     #: SQLite, in an `--api-only` process: hears other processes' commits as they happen
     _foreign: ForeignCommits | None = None
+    #: SQLite: the database's file (None for PostgreSQL or a database in memory)
+    file: Path | None = None
     #: SQLite, in an `--api-only` process: wakes the scheduler after each commit
-    _wakes: Path | None = None
+    _wakes: bool = False
     #: SQLite, where jobs are scheduled: hears `--api-only` processes' commits
     _woken_by: FileWatch | None = None
     #: PostgreSQL: the same question, asked of the server's snapshot.
@@ -142,21 +144,21 @@ class Database:
         if parsed.get_backend_name() != "sqlite":
             engine = create_engine(url)
             return cls(url, engine, engine)
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         if not parsed.database or parsed.database == ":memory:":
             return cls(url, _sqlite_engine(url, "BEGIN"), _sqlite_engine(url, "BEGIN IMMEDIATE"))
         path = Path(parsed.database)
+        path.parent.mkdir(parents=True, exist_ok=True)
         db = cls(
             url,
             _sqlite_engine(url, "BEGIN"),
             _sqlite_engine(url, "BEGIN IMMEDIATE"),
+            file=path,
             _version_probe=sqlite3.connect(path, check_same_thread=False),
             _turns=WriteTurns(path, BUSY_TIMEOUT_MS / 1000),
+            _wakes=api_only,
         )
         if not api_only:
             return db
-        db._wakes = path
         heard = ForeignCommits(
             path,
             db._probe_version,
@@ -200,14 +202,6 @@ class Database:
             self._woken_by = wake_file.watch(self.file, wake)
 
     @property
-    def file(self) -> Path | None:
-        """SQLite: the database's file; None for PostgreSQL or a database in memory."""
-        parsed = make_url(self.url)
-        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-            return None
-        return Path(parsed.database)
-
-    @property
     def dialect(self) -> str:
         """`sqlite` or `postgresql`."""
         return self.writer.dialect.name
@@ -248,8 +242,8 @@ class Database:
 
     def _committed(self) -> None:
         self.notices.notify()
-        if self._wakes is not None:
-            wake_file.poke(self._wakes)
+        if self._wakes and self.file is not None:
+            wake_file.poke(self.file)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
