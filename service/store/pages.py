@@ -17,7 +17,7 @@ def newest_first(
     """One page of `query`'s rows by descending id, and the cursor of the next (or None)."""
     query = query.order_by(col(id_column).desc()).limit(limit + 1)
     if cursor is not None:
-        if not cursor.isdigit() or len(cursor) > 18:
+        if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18:  # not '¹'
             raise Invalid(("query", "cursor"), "cursor is not one this server handed out")
         query = query.where(col(id_column) < int(cursor))
     with db.read() as session:

@@ -48,8 +48,9 @@ async def events(
     ] = None,
 ) -> StreamingResponse:
     """Streams job changes: `curl -N .../v1/events`."""
-    if since is None and last_event_id is not None and last_event_id.isdigit():
-        since = int(last_event_id)
+    said = last_event_id or ""
+    if since is None and said.isascii() and said.isdigit():  # str.isdigit() alone: "¹" too
+        since = int(said)
     if since is None:
         since = await asyncio.to_thread(latest_revision, service.db)
     return StreamingResponse(

@@ -86,6 +86,7 @@ THIS_MACHINE = ["localhost", "localhost:8000", "LOCALHOST:8000", "127.0.0.1", "1
 THIS_MACHINE += ["127.1.2.3:80", "[::1]", "[::1]:8000"]
 OTHERS = ["evil.example", "evil.example:8000", "127.0.0.1.evil.example", "localhost.evil.example"]
 OTHERS += ["10.0.0.1:8000", "[::2]:8000", "[::1]x", "[::1", "localhost:http", "::1", ""]
+OTHERS += ["localhost:¹", "[::1]:²"]  # digits to str.isdigit(), not to int()
 
 
 @pytest.mark.parametrize("host", THIS_MACHINE)
