@@ -75,8 +75,12 @@ deploy-tools:
 	scripts/ensure-command systemd-analyze systemd "the systemd unit's check" && \
 	scripts/ensure-command capsh libcap2-bin "the standby runners' test"
 
+# Two workers: the suite spends more than half its time waiting (on servers, processes and
+# TensorFlow's start-up), so two keep 2 cores busy. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+
 test: lint chromium slurm postgresql deploy-tools
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses=$(TEST_WORKERS)
 
 # The quick versions (a few minutes on 2 cores); each prints its table. BENCHMARKS.md has
 # the full runs and the commands for them.

@@ -3,9 +3,11 @@
 The suite runs as root (as `make test` does). `throwaway_accounts` creates `gpuq-test-ana`
 and `gpuq-test-bob` (and a group `gpuq-test-team` that ana is in), lets them pass through
 the folders on the way to this test run's interpreter and checkout where those are closed
-to others (e.g. a pyenv under /root), and undoes all of it afterwards.
+to others (e.g. a pyenv under /root), and undoes all of it afterwards. The names are the
+machine's, so one holder at a time: `make test`'s other worker waits for them (`LOCK`).
 """
 
+import fcntl
 import os
 import pwd
 import stat
@@ -19,6 +21,7 @@ from pathlib import Path
 
 ANA, BOB, TEAM = "gpuq-test-ana", "gpuq-test-bob", "gpuq-test-team"
 REPO = Path(__file__).resolve().parent.parent
+LOCK = Path(tempfile.gettempdir()) / "gpuq-test-accounts.lock"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,14 @@ def throwaway_accounts(reachable: Sequence[Path] = ()) -> Iterator[Accounts]:
     """The accounts, and a scratch folder; `reachable`: more folders they must pass
     through (e.g. a test Slurm's spool)."""
     assert os.geteuid() == 0, "these tests switch users: run the suite as root (make test does)"
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _created(reachable) as accounts:
+            yield accounts
+
+
+@contextmanager
+def _created(reachable: Sequence[Path]) -> Iterator[Accounts]:
     _remove()  # left over from an interrupted run
     scratch = Path(tempfile.mkdtemp(prefix="gpuq-run-as-", dir="/tmp"))
     scratch.chmod(0o711)

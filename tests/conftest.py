@@ -46,6 +46,38 @@ def job_spec(**overrides: Any) -> dict[str, Any]:
     return spec
 
 
+#: `make test` runs the suite in two pytest-xdist workers. A file's tests run in one worker,
+#: one after another, so that its module fixtures start once; so do these folders' and
+#: files' together, whose session fixtures are worth starting once: a Slurm cluster, a
+#: Docker daemon and its wheels, one trained job (tests/e2e/conftest.py's `trained`).
+TOGETHER = {
+    "tests/slurm/": "slurm",
+    "tests/deploy/": "deploy",
+    "tests/e2e/test_artifacts.py": "trained",
+    "tests/e2e/test_dashboard.py": "trained",
+    "tests/e2e/test_live_updates.py": "trained",
+}
+
+
+def together(nodeid: str) -> str:
+    """The group of the test `nodeid`: its file's, or its `TOGETHER` group."""
+    path = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in TOGETHER.items() if path.startswith(prefix)), path)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a plain `pytest` never calls it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # xdist's own `--dist loadgroup` marks do nothing under pytest 9.2 (they rename node ids);
+    # its scope scheduling with our scopes does the same thing.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Together(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return together(nodeid)
+
+    return Together(config, log)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("backends")
     if marker is not None and "backend" in metafunc.fixturenames:
