@@ -108,7 +108,7 @@ def _window(text: str) -> tuple[int, int] | None:
     try:
         data = json.loads(text)
         rows, cols = int(data["rows"]), int(data["cols"])
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, OverflowError):  # Overflow: `Infinity`
         return None
     return rows, cols
 

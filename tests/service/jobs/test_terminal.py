@@ -1,5 +1,5 @@
 """gpuq believes a session's `terminal.sock`, in a folder its owner can write, only when
-the kernel says its runner listens there."""
+the kernel says its runner listens there; a browser's window messages are sizes or nothing."""
 
 import os
 import socket
@@ -11,7 +11,7 @@ import pytest
 
 from gpuq.contract.rundir import RunDir
 from service.errors import Unavailable
-from service.jobs.terminal import connect
+from service.jobs.terminal import _window, connect
 
 
 def listen(path: Path) -> socket.socket:
@@ -67,3 +67,16 @@ def test_a_socket_of_another_process_is_refused(run: RunDir, tmp_path: Path):
 def test_no_socket_is_unavailable_not_an_error(run: RunDir):
     with pytest.raises(Unavailable, match="cannot be reached"):
         connect(run, os.getpid())
+
+
+NO_SIZES = ['{"rows": Infinity, "cols": 80}', '{"rows": NaN, "cols": 80}', '{"rows": 24}']
+NO_SIZES += ["[24, 80]", '{"rows": "x", "cols": 80}', "24x80", '{"rows": [], "cols": 80}']
+
+
+@pytest.mark.parametrize("text", NO_SIZES)
+def test_a_window_message_that_is_no_size_is_ignored(text: str):
+    assert _window(text) is None
+
+
+def test_a_window_message_gives_rows_and_columns():
+    assert _window('{"rows": 24, "cols": 80.0}') == (24, 80)
