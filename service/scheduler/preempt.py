@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from gpuq.contract.spec import may_be_preempted
 from gpuq.contract.states import ACTIVE, Reason
@@ -44,26 +44,29 @@ def rules(settings: Settings) -> Rules | None:
     return Rules(min_run_s=settings.preempt_min_run_s, max_times=settings.preempt_max_times)
 
 
+#: What preemption weighs of each running job (built once: building costs more than running)
+_RUNNING = select(
+    JOB.c.id,
+    JOB.c.owner,
+    JOB.c.priority,
+    JOB.c.gpu_count,
+    JOB.c.spec["kind"].as_string().label("kind"),
+    JOB.c.spec["preemptible"].as_boolean().label("preemptible"),
+    JOB.c.started_at,
+    JOB.c.preemptions,
+    JOB.c.preempted_by,
+    JOB.c.stop_sent_at,
+    JOB.c.stop_reason,
+    last_epoch_at(JOB.c.id, JOB.c.attempt).label("checkpoint_at"),
+).where(JOB.c.id.in_(bindparam("ids", expanding=True)), JOB.c.status.in_(ACTIVE))
+
+
 def running_jobs(books: Books) -> list[Any]:
     """The jobs running here, as preemption weighs them."""
     if not books.running:
         return []
-    query = select(
-        JOB.c.id,
-        JOB.c.owner,
-        JOB.c.priority,
-        JOB.c.gpu_count,
-        JOB.c.spec["kind"].as_string().label("kind"),
-        JOB.c.spec["preemptible"].as_boolean().label("preemptible"),
-        JOB.c.started_at,
-        JOB.c.preemptions,
-        JOB.c.preempted_by,
-        JOB.c.stop_sent_at,
-        JOB.c.stop_reason,
-        last_epoch_at(JOB.c.id, JOB.c.attempt).label("checkpoint_at"),
-    ).where(JOB.c.id.in_(list(books.running)), JOB.c.status.in_(ACTIVE))
     with books.db.read() as session:
-        return list(session.connection().execute(query).all())
+        return list(session.connection().execute(_RUNNING, {"ids": list(books.running)}).all())
 
 
 def candidates(jobs: list[Any], rule: Rules, now: float) -> list[Candidate]:
