@@ -67,8 +67,8 @@ def together(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a plain `pytest` never calls it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    # xdist's own `--dist loadgroup` marks do nothing under pytest 9.2 (they rename node ids);
-    # its scope scheduling with our scopes does the same thing.
+    # xdist's own `--dist loadgroup` does nothing under pytest 9.2: it tags each group onto
+    # `item._nodeid`, which pytest no longer reads. Its scope scheduling with our scopes does.
     from xdist.scheduler import LoadScopeScheduling
 
     class Together(LoadScopeScheduling):

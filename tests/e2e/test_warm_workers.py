@@ -137,6 +137,8 @@ def test_the_pool_restarts_when_gpuqs_code_changes_and_ends_with_the_service(set
     before = code.stat()
     with TestClient(create_app(settings, service)):
         worker = ready_worker(service)
+        # The checkout is the machine's: no other file's tests run warm processes from it,
+        # so `make test`'s other worker never sees this change (tests/conftest.py: TOGETHER).
         os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
         try:
             fresh = ready_worker(service, other_than=worker)
