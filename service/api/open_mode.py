@@ -19,6 +19,7 @@ from fastapi import HTTPException, status
 from starlette.requests import HTTPConnection
 
 from service.api.local_socket import PEER_UID
+from service.digits import only_digits
 from service.errors import Forbidden
 from service.settings import Settings
 
@@ -47,17 +48,13 @@ def names_this_machine(authority: str) -> bool:
     `localhost:8000`, `127.0.0.1`, `127.1.2.3:80`, `[::1]:8000`."""
     if authority.startswith("["):
         name, closed, rest = authority[1:].partition("]")
-        if not closed or (rest and not (rest.startswith(":") and _port(rest[1:]))):
+        if not closed or (rest and not (rest.startswith(":") and only_digits(rest[1:]))):
             return False
     else:
         name, colon, port = authority.partition(":")
-        if colon and not _port(port):
+        if colon and not only_digits(port):
             return False
     return is_loopback(name)
-
-
-def _port(text: str) -> bool:
-    return text.isascii() and text.isdigit()  # str.isdigit() alone: '¹' too
 
 
 def _from_this_machine(origin: str) -> bool:

@@ -5,6 +5,7 @@ from typing import Any, TypeVar
 from sqlmodel import SQLModel, col
 from sqlmodel.sql.expression import SelectOfScalar
 
+from service.digits import only_digits
 from service.errors import Invalid
 from service.store.db import Database
 
@@ -17,7 +18,7 @@ def newest_first(
     """One page of `query`'s rows by descending id, and the cursor of the next (or None)."""
     query = query.order_by(col(id_column).desc()).limit(limit + 1)
     if cursor is not None:
-        if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18:  # not '¹'
+        if not only_digits(cursor) or len(cursor) > 18:
             raise Invalid(("query", "cursor"), "cursor is not one this server handed out")
         query = query.where(col(id_column) < int(cursor))
     with db.read() as session:

@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from service.api.deps import CallerDep, ServiceDep
 from service.api.errors import documented
+from service.digits import only_digits
 from service.jobs.changes import follow_changes, latest_revision
 from service.jobs.privacy import as_seen_by
 from service.public import JobEvent
@@ -48,9 +49,8 @@ async def events(
     ] = None,
 ) -> StreamingResponse:
     """Streams job changes: `curl -N .../v1/events`."""
-    said = last_event_id or ""
-    if since is None and said.isascii() and said.isdigit():  # str.isdigit() alone: "¹" too
-        since = int(said)
+    if since is None and last_event_id is not None and only_digits(last_event_id):
+        since = int(last_event_id)
     if since is None:
         since = await asyncio.to_thread(latest_revision, service.db)
     return StreamingResponse(
