@@ -14,14 +14,19 @@ ROOT = Path(__file__).resolve().parent.parent
 ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
-def test_without_a_gpu_it_says_so_and_leaves_nothing_running(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--wheels", str(tmp_path)],
+def gpu_check(*, wheels: Path) -> subprocess.CompletedProcess:
+    """scripts/gpu-check run as on a box without gpuq installed, its wheels from `wheels`."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--wheels", str(wheels)],
         capture_output=True,
         text=True,
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
+
+
+def test_without_a_gpu_it_says_so_and_leaves_nothing_running(tmp_path):
+    done = gpu_check(wheels=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("gpu-check: no NVIDIA GPU: ")
     assert "starting gpuq serve" not in done.stdout
@@ -33,13 +38,7 @@ def test_wheels_made_for_another_python_are_refused_before_anything_is_installed
     other = f"cp{sys.version_info[0]}{sys.version_info[1] + 1}"
     (tmp_path / f"pyyaml-6.0.3-{other}-{other}-manylinux_2_17_x86_64.whl").touch()
     (tmp_path / "shellingham-1.5.4-py2.py3-none-any.whl").touch()
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--wheels", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
-    )
+    done = gpu_check(wheels=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "wheels for another Python" in done.stderr
     assert f"pyyaml-6.0.3-{other}" in done.stderr
