@@ -240,6 +240,23 @@ class Database:
             yield conn
         self._committed()
 
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        """The database to this process's migration alone (SQLite; on PostgreSQL the
+        migration's connection takes the writers' advisory lock itself). Alembic reads the
+        schema's revision before it writes, and SQLite answers "database is locked" at once
+        to a read that turns into a write while another connection writes: two gpuq
+        processes starting together on a new (or older) database would both migrate and one
+        would fail. Holding the write turn, waited for however long the other's migration
+        takes, the second finds the schema current; a `--api-only` process's watch of
+        others' commits looks only once it is done."""
+        with self._write_lock, self._patient_turn(), self._seeing_own():
+            yield
+        self._committed()
+
+    def _patient_turn(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._turns is None else self._turns.turn(patient=True)
+
     def _committed(self) -> None:
         self.notices.notify()
         if self._wakes and self.file is not None:

@@ -43,10 +43,11 @@ def upgrade(db: Database) -> tuple[str | None, str | None]:
     before (None for an empty database) and after."""
     config = alembic_config()
     # SQLite: a plain connection, as Alembic manages its own transaction and DDL cannot run
-    # inside our BEGIN IMMEDIATE hook's extra BEGIN. PostgreSQL: the writer, whose advisory
-    # lock makes processes that start together migrate one after the other.
+    # inside our BEGIN IMMEDIATE hook's extra BEGIN, within the write turn of all gpuq's
+    # processes (`Database.migrating`). PostgreSQL: the writer, whose advisory lock makes
+    # processes that start together migrate one after the other.
     engine = db.writer if db.dialect == "postgresql" else db.reader
-    with engine.connect() as connection:
+    with db.migrating(), engine.connect() as connection:
         before = MigrationContext.configure(connection).get_current_revision()
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

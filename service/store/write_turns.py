@@ -41,11 +41,12 @@ class WriteTurns:
         self._tried = False
 
     @contextlib.contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self, *, patient: bool = False) -> Iterator[None]:
         """Holds this process's turn to write for the block (one thread of the process at
-        a time: the caller's own lock sees to that)."""
+        a time: the caller's own lock sees to that). `patient`: waits however long the
+        turn before takes (a migration), instead of leaving the write to SQLite."""
         fd = self._open()
-        taken = fd is not None and self._take(fd)
+        taken = fd is not None and (self._wait(fd) if patient else self._take(fd))
         try:
             yield
         finally:
@@ -66,6 +67,10 @@ class WriteTurns:
                     log.warning("no turn to write in %g s; SQLite decides", self.busy_timeout_s)
                     return False
                 time.sleep(next(steps, STEP_S))
+
+    def _wait(self, fd: int) -> bool:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
 
     def _open(self) -> int | None:
         if self._tried:

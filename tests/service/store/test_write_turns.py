@@ -32,6 +32,18 @@ with db.write() as session:
 add_user(db, "holder")
 """
 
+#: A gpuq process starting: opens the database, says so, and migrates it once told to.
+STARTING = """
+import sys
+from service.store import migrate
+from service.store.db import Database
+db = Database.open(sys.argv[1], api_only=sys.argv[2] == "api-only")
+print("open", flush=True)
+sys.stdin.read()
+print(*migrate.upgrade(db), flush=True)
+db.dispose()
+"""
+
 
 def flock_holders(path: Path) -> set[int]:
     """The pids holding a FLOCK on `path`, as the kernel lists them."""
@@ -109,6 +121,62 @@ def test_a_turn_not_given_in_time_leaves_the_write_to_sqlite(tmp_path, caplog):
     with turns.turn():  # free again: taken at once
         assert flock_holders(turns.path) == {os.getpid()}
     turns.close()
+
+
+def test_a_migration_waits_for_its_turn_however_long_it_takes(tmp_path, caplog):
+    database = tmp_path / "gpuq.db"
+    database.touch()
+    turns = WriteTurns(database, busy_timeout_s=0.2)
+    with held(turns.path):
+        done = threading.Event()
+
+        def migrate_in_turn() -> None:
+            with turns.turn(patient=True):
+                done.set()
+
+        waiter = threading.Thread(target=migrate_in_turn)
+        with caplog.at_level(logging.WARNING):
+            waiter.start()
+            assert not done.wait(0.6)  # past the busy timeout, still waiting for the turn
+    waiter.join(5)
+    assert done.is_set()
+    assert "no turn" not in caplog.text
+    turns.close()
+
+
+def test_processes_starting_together_on_a_new_database_migrate_one_after_the_other(settings):
+    # gpuq serve and an --api-only process (or `gpuq users add`) started at once: Alembic
+    # reads the schema's revision, then writes; without turns one of them got "database is
+    # locked" every time.
+    settings.home.mkdir(parents=True)
+    starting = [
+        subprocess.Popen(
+            [sys.executable, "-c", STARTING, settings.db_url, role],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role in ("serve", "api-only", "serve", "api-only")
+    ]
+    try:
+        for process in starting:
+            assert process.stdout is not None and process.stdout.readline() == "open\n"
+        for process in starting:  # all at once
+            assert process.stdin is not None
+            process.stdin.close()
+        said = [(process.stdout.read(), process.stderr.read()) for process in starting]
+        for process in starting:
+            process.wait(60)
+    finally:
+        for process in starting:
+            process.kill()
+            process.wait()
+    assert [process.returncode for process in starting] == [0] * 4, said
+    head = said[0][0].split()[-1]
+    befores = sorted(out.split()[0] for out, _ in said)
+    assert befores == sorted(["None", head, head, head])  # one made it, three found it current
+    assert {out.split()[-1] for out, _ in said} == {head}
 
 
 def test_a_lock_file_that_cannot_be_opened_leaves_every_write_to_sqlite(settings, caplog):
