@@ -90,6 +90,7 @@ bench: $(VENV)/.installed-dev
 	@scripts/ensure-command tsp task-spooler "the task-spooler comparison"
 	$(BIN)/python -m bench.api --seconds 3
 	$(BIN)/python -m bench.vs_tsp --runs 10 --jobs 200
+	$(BIN)/python -m bench.accept_path --seconds 3 --rounds 2
 	$(BIN)/python -m bench.write_turns --writes 200 --rounds 2
 	$(BIN)/python -m bench.training --samples 20000 --epochs 4 --repeats 2
 	$(BIN)/python -m bench.scheduling --jobs 2000 --queued 10000

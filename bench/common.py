@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from bench import bare_app
 from gpuq.contract.states import TERMINAL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +99,10 @@ def bare_server() -> Iterator[str]:
     """The bare FastAPI app under the same uvicorn, log level and interpreter."""
     port = free_port()
     argv = [PYTHON, "-m", "uvicorn", "bench.bare_app:app", "--port", str(port)]
-    with serving([*argv, "--log-level", "warning"], port, "/const", dict(os.environ)) as url:
-        yield url
+    with tempfile.TemporaryDirectory(prefix="gpuq-bench-bare-") as scratch:
+        env = {**os.environ, bare_app.DATABASE: f"{scratch}/jobs.db"}
+        with serving([*argv, "--log-level", "warning"], port, "/const", env) as url:
+            yield url
 
 
 @dataclass

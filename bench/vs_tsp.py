@@ -27,7 +27,8 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -167,7 +168,10 @@ def tsp_accept_rate(env: dict[str, str], seconds: float) -> float:
     return sum(counts) / seconds
 
 
-def measure_tsp(runs: int, jobs: int, seconds: float) -> Figures:
+@contextmanager
+def tsp_queue() -> Iterator[dict[str, str]]:
+    """A task-spooler queue of its own with 2 slots, killed after the block; yields the
+    environment its `tsp` commands need."""
     # Jobs killed with the queue may still be writing their output as the folder goes.
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-tsp-", ignore_cleanup_errors=True) as tmp:
         # TMPDIR: where tsp keeps each job's output, gone with the folder.
@@ -175,15 +179,20 @@ def measure_tsp(runs: int, jobs: int, seconds: float) -> Figures:
         env["TMPDIR"] = tmp
         tsp(env, "-S", "2")
         try:
-            polled = timed(lambda: tsp_polled(env), runs)
-            blocking = timed(lambda: tsp_blocking(env), runs)
-            drain = timed(lambda: tsp_drain(env, jobs), 1)[0]
-            job_id = tsp(env, TRUE).strip()
-            tsp(env, "-w", job_id)
-            polls = polls_per_s(seconds, "tsp", "-s", job_id, env=env)
-            accepted = tsp_accept_rate(env, seconds)
+            yield env
         finally:
             tsp(env, "-K")
+
+
+def measure_tsp(runs: int, jobs: int, seconds: float) -> Figures:
+    with tsp_queue() as env:
+        polled = timed(lambda: tsp_polled(env), runs)
+        blocking = timed(lambda: tsp_blocking(env), runs)
+        drain = timed(lambda: tsp_drain(env, jobs), 1)[0]
+        job_id = tsp(env, TRUE).strip()
+        tsp(env, "-w", job_id)
+        polls = polls_per_s(seconds, "tsp", "-s", job_id, env=env)
+        accepted = tsp_accept_rate(env, seconds)
     return Figures(polled, blocking, drain, accepted, polls_per_s=polls)
 
 
