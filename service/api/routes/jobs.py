@@ -11,6 +11,7 @@ from gpuq.contract.states import JobStatus
 from service import jobs
 from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
+from service.api.serialized import as_json
 from service.jobs.changes import wait_for_change
 from service.jobs.logs import follow_log, read_log
 from service.jobs.privacy import as_seen_by
@@ -35,6 +36,7 @@ class JobChange(BaseModel):
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
+    response_model=JobPublic | Preview,
     responses={
         200: {
             "model": JobPublic | Preview,
@@ -46,7 +48,6 @@ def submit_job(
     spec: JobSpec,
     service: ServiceDep,
     caller: CallerDep,
-    response: Response,
     idempotency_key: Annotated[
         str | None,
         Header(min_length=1, max_length=200, description="Same key, same job: replays are safe."),
@@ -54,15 +55,13 @@ def submit_job(
     dry_run: Annotated[
         bool, Query(description="Only say where the job would go now, or why it would wait.")
     ] = False,
-) -> JobPublic | Preview:
+) -> Response:
     """Queues a training job. 422 names the field when the spec can never run here."""
     if dry_run:
-        response.status_code = status.HTTP_200_OK
-        return service.preview(spec, caller)
+        return as_json(service.preview(spec, caller))
     stored = service.submit(spec, caller, idempotency_key)
-    if not stored.created:
-        response.status_code = status.HTTP_200_OK
-    return JobPublic.of(stored.row)
+    created = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
+    return as_json(JobPublic.of(stored.row), created)
 
 
 @router.get("")
@@ -82,7 +81,7 @@ def list_jobs(
     return JobPage(jobs=shown, next_cursor=next_cursor)
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", response_model=JobPublic)
 async def get_job(
     job_id: JobId,
     service: ServiceDep,
@@ -105,13 +104,13 @@ async def get_job(
             "job's revision when the request arrives).",
         ),
     ] = None,
-) -> JobPublic:
+) -> Response:
     """One job: state, reason, GPUs, progress, latest metrics. With `wait_s`, a long poll."""
     if wait_s is None:
         job = JobPublic.of(jobs.read_job(service.db, job_id))  # one row: no thread hop
     else:
         job = JobPublic.of(await wait_for_change(service.db, job_id, since, wait_s))
-    return as_seen_by(caller, job, service.settings)
+    return as_json(as_seen_by(caller, job, service.settings))
 
 
 @router.post("/{job_id}/cancel", status_code=status.HTTP_202_ACCEPTED)
