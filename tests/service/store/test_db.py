@@ -180,6 +180,39 @@ def test_postgres_write_transactions_take_the_write_lock_up_front(db: Database, 
         assert try_lock(other, WRITE_LOCK_KEY), "the lock outlived the transaction"
 
 
+def test_revisions_given_with_a_write_or_by_the_trigger_rise_above_all_others(
+    db: Database, settings
+):
+    """gpuq's writes give the next revision themselves (migration 0016); a writer outside
+    gpuq that leaves `rev` alone or gives one no higher than the rest gets the next one
+    from the trigger, so revisions still follow commit order."""
+    spec = JobSpec.model_validate(job_spec())
+    first, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    second, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    assert (first.rev, second.rev) == (1, 2)
+    outside = sqlite3.connect(settings.home / "gpuq.db", isolation_level=None)
+    try:
+        row = outside.execute("SELECT * FROM job WHERE id = ?", (first.id,)).fetchone()
+        names = [d[0] for d in outside.execute("SELECT * FROM job LIMIT 0").description]
+        copy = dict(zip(names, row, strict=True))
+        del copy["id"], copy["idempotency_key"]
+        copy["rev"] = 0  # the column's default, as a writer that leaves it alone stores
+        columns, marks = ", ".join(copy), ", ".join("?" for _ in copy)
+        outside.execute(f"INSERT INTO job ({columns}) VALUES ({marks})", list(copy.values()))
+        outside.execute("UPDATE job SET priority = 7 WHERE id = ?", (first.id,))  # rev left alone
+        # a revision below the rest (job 1's old one, free now)
+        outside.execute("UPDATE job SET priority = 8, rev = 1 WHERE id = ?", (second.id,))
+        revisions = outside.execute("SELECT id, rev FROM job ORDER BY id").fetchall()
+    finally:
+        outside.close()
+    assert revisions == [(1, 4), (2, 5), (3, 3)]
+    fourth, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    assert fourth.rev == 6
+    with db.read() as session:
+        stored = session.connection().exec_driver_sql("SELECT rev FROM job WHERE id = 4").scalar()
+    assert stored == 6  # what the insert answered is what the row holds
+
+
 @POSTGRES
 def test_postgres_revisions_follow_commit_order_even_beside_writers_outside_gpuq(
     db: Database, settings
