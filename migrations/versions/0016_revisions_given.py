@@ -1,13 +1,13 @@
 """SQLite: a job's revision may come with the write that changes it, sparing the trigger's
 second write of the row.
 
-gpuq's inserts (and updates) give `rev` as the next revision themselves, inside the write
+gpuq's insert of a job gives `rev` as the next revision itself, inside the write
 transaction that serialises every writer; the triggers of 0005 then rewrote the row once
 more to set it (and the insert had to read it back: `RETURNING` does not see what an AFTER
-trigger sets). Now they set it only where a write did not give a revision above every
-other job's: a writer outside gpuq that leaves `rev` alone, or sets a lower one, still gets
-the next revision, so revisions follow commit order as before. PostgreSQL's BEFORE trigger
-sets `NEW.rev` in the same write already: unchanged.
+trigger sets). Now both triggers set it only where a write did not give a revision above
+every other job's: a writer that leaves `rev` alone (gpuq's updates, or any writer outside
+gpuq), or sets a lower one, still gets the next revision, so revisions follow commit order
+as before. PostgreSQL's BEFORE trigger sets `NEW.rev` in the same write already: unchanged.
 
 Revision ID: 0016
 Revises: 0015
