@@ -33,10 +33,12 @@ QUEUED = (
 WEBHOOKS = select(WEBHOOK.c.owner, WEBHOOK.c.url).where(
     WEBHOOK.c.owner.in_(bindparam("owners", expanding=True))
 )
-#: The next revision, given with the write (migration 0016: the trigger then leaves the row
-#: alone); on PostgreSQL a BEFORE trigger sets it in the same write anyway.
+#: PostgreSQL: a BEFORE trigger sets the new job's revision in the same write.
+INSERT_JOB = insert(JOB).returning(JOB.c.id, JOB.c.rev)
+#: SQLite: the insert gives the next revision itself (migration 0016: the AFTER trigger then
+#: leaves the row alone, where it would write it again).
 NEXT_REV = select(func.coalesce(func.max(JOB.c.rev), 0) + 1).scalar_subquery()
-INSERT_JOB = insert(JOB).values(rev=NEXT_REV).returning(JOB.c.id, JOB.c.rev)
+INSERT_JOB_WITH_REV = INSERT_JOB.values(rev=NEXT_REV)
 INSERT_AUDIT = insert(AUDIT)
 
 
@@ -259,9 +261,10 @@ def insert_jobs(
     # ordered batch form casts each value to its declared type, for `status` an enum type
     # the migrations never made (the column is a VARCHAR). Each row is what was inserted,
     # with the id and revision the database gave it: reading every column back costs more.
+    statement = INSERT_JOB_WITH_REV if conn.dialect.name == "sqlite" else INSERT_JOB
     rows = []
     for one in values:
-        job_id, rev = conn.execute(INSERT_JOB, one).one()
+        job_id, rev = conn.execute(statement, one).one()
         rows.append({**one, "id": job_id, "rev": rev})
     conn.execute(INSERT_AUDIT, [_audit_entry(row, now) for row in rows])
     return rows

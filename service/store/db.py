@@ -250,12 +250,9 @@ class Database:
         would fail. Holding the write turn, waited for however long the other's migration
         takes, the second finds the schema current; a `--api-only` process's watch of
         others' commits looks only once it is done."""
-        with self._write_lock, self._patient_turn(), self._seeing_own():
+        with self._writing(patient=True), self._seeing_own():
             yield
         self._committed()
-
-    def _patient_turn(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._turns is None else self._turns.turn(patient=True)
 
     def _committed(self) -> None:
         self.notices.notify()
@@ -263,13 +260,14 @@ class Database:
             wake_file.poke(self.file)
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """This process's write lock, then the turn of all gpuq's processes."""
-        with self._write_lock, self._turn():
+    def _writing(self, *, patient: bool = False) -> Iterator[None]:
+        """This process's write lock, then the turn of all gpuq's processes (`patient`: waited
+        for however long it takes, `WriteTurns.turn`)."""
+        with self._write_lock, self._turn(patient):
             yield
 
-    def _turn(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._turns is None else self._turns.turn()
+    def _turn(self, patient: bool) -> AbstractContextManager[None]:
+        return nullcontext() if self._turns is None else self._turns.turn(patient=patient)
 
     @contextmanager
     def _seeing_own(self) -> Iterator[None]:
