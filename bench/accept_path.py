@@ -24,15 +24,15 @@ Usage:
 import argparse
 import json
 import shutil
-import sqlite3
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from bench import bare_app
 from bench.common import bare_server, gpuq_server, table, wrk_post
-from bench.vs_tsp import CLIENTS, SPEC, tsp_accept_rate, tsp_queue
+from bench.vs_tsp import CLIENTS, SPEC, timed, tsp_accept_rate, tsp_queue
 from gpuq.contract.spec import JobSpec
 
 
@@ -80,14 +80,8 @@ WAYS = {
 
 
 def median_us(call: Callable[[], object], calls: int) -> float:
-    for _ in range(calls // 10):  # warm
-        call()
-    times = []
-    for _ in range(calls):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1e6
+    timed(call, calls // 10)  # warm
+    return statistics.median(timed(call, calls)) * 1e6
 
 
 def parts_us(calls: int) -> list[tuple[str, float]]:
@@ -120,17 +114,11 @@ def parts_us(calls: int) -> list[tuple[str, float]]:
             measured = [(what, median_us(call, calls)) for what, call in found]
         finally:
             service.close()
-        bare = sqlite3.connect(Path(scratch) / "bare.db", isolation_level=None)
-        bare.execute("PRAGMA journal_mode=WAL")
-        bare.execute("PRAGMA synchronous=FULL")
-        bare.execute("CREATE TABLE job (id INTEGER PRIMARY KEY, spec TEXT)")
-
-        def insert() -> None:
-            bare.execute("BEGIN IMMEDIATE")
-            bare.execute("INSERT INTO job (spec) VALUES (?)", (spec.model_dump_json(),))
-            bare.execute("COMMIT")
-
-        measured.append(("a bare durable SQLite insert", median_us(insert, calls)))
+        bare = bare_app.open_jobs(f"{scratch}/bare.db")
+        insert = partial(bare_app.store, bare, spec)
+        measured.append(
+            ("a bare durable SQLite insert (`bench.bare_app.store`)", median_us(insert, calls))
+        )
         bare.close()
     return measured
 

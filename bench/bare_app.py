@@ -29,22 +29,30 @@ def validated(spec: JobSpec) -> dict[str, object]:
 
 @app.post("/stored", status_code=201)
 def stored(spec: JobSpec) -> dict[str, object]:
-    """The spec checked, then one insert committed to disk before the answer, as gpuq's
-    SQLite commits are (WAL, `synchronous=FULL`), one transaction per request."""
+    """The spec checked, then stored as `store` does, one request at a time."""
     connection, lock = _database()
     with lock:
-        connection.execute("BEGIN IMMEDIATE")
-        cursor = connection.execute("INSERT INTO job (spec) VALUES (?)", (spec.model_dump_json(),))
-        connection.execute("COMMIT")
-    return {**BODY, "id": cursor.lastrowid}
+        return {**BODY, "id": store(connection, spec)}
+
+
+def open_jobs(path: str) -> sqlite3.Connection:
+    """A database of bare jobs, committed as gpuq's SQLite commits are (WAL,
+    `synchronous=FULL`)."""
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY, spec TEXT)")
+    return connection
+
+
+def store(connection: sqlite3.Connection, spec: JobSpec) -> int | None:
+    """One insert in a transaction of its own, on disk when this returns; the job's id."""
+    connection.execute("BEGIN IMMEDIATE")
+    cursor = connection.execute("INSERT INTO job (spec) VALUES (?)", (spec.model_dump_json(),))
+    connection.execute("COMMIT")
+    return cursor.lastrowid
 
 
 @cache
 def _database() -> tuple[sqlite3.Connection, threading.Lock]:
-    connection = sqlite3.connect(
-        os.environ[DATABASE], isolation_level=None, check_same_thread=False
-    )
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=FULL")
-    connection.execute("CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY, spec TEXT)")
-    return connection, threading.Lock()
+    return open_jobs(os.environ[DATABASE]), threading.Lock()

@@ -61,7 +61,7 @@ class Figures:
     refused_api_only: int = 0
 
 
-def timed(action: Callable[[], None], runs: int) -> list[float]:
+def timed(action: Callable[[], object], runs: int) -> list[float]:
     seconds = []
     for _ in range(runs):
         began = time.perf_counter()
