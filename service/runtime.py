@@ -3,7 +3,9 @@ route makes: `Service` is the domain's front door, so routes never reach into th
 scheduler or compute run-directory paths."""
 
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,7 +23,7 @@ from service.gpus.registry import GpuRegistry
 from service.jobs import admission
 from service.jobs.artifacts import Artifact, find_artifact, list_artifacts, open_artifact
 from service.jobs.submissions import Submissions
-from service.jobs.submit import Stored, submission
+from service.jobs.submit import Stored, Submission, submission
 from service.public import DrainPublic, GpuNodePublic, GpuPublic, Preview
 from service.scheduler.loop import Scheduler
 from service.scheduler.remote import SchedulerFailed, SchedulerProcess
@@ -56,9 +58,13 @@ class Service:
     notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
     #: Stores submissions, concurrent ones in shared commits (group commit).
     submissions: Submissions = field(init=False)
+    #: the executor has a queue of its own (Slurm); asked at every submission, where a check
+    #: against the runtime Protocol would inspect each of the executor's methods each time
+    _queueing: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.submissions = Submissions(self.db, on_stored=self.scheduler.wake)
+        self._queueing = isinstance(self.executor, QueueingExecutor)
 
     @classmethod
     def open(
@@ -128,10 +134,23 @@ class Service:
         """Admits `spec` (422 if it can never run here), applies the caller's quotas, stores
         the job with its audit entry and wakes the scheduler; returns once the job is
         committed. `created` is False for a replayed `idempotency_key` (the original job)."""
-        self._admit(spec, caller)
+        return self.submissions.submit(*self._submission(spec, caller, idempotency_key))
+
+    async def submit_async(
+        self, spec: JobSpec, caller: Caller, idempotency_key: str | None = None
+    ) -> Stored:
+        """`submit` on an event loop: the checks, which may read files, and the commit run
+        in the submissions' thread while the loop goes on."""
+        return await self.submissions.submit_async(*self._submission(spec, caller, idempotency_key))
+
+    def _submission(
+        self, spec: JobSpec, caller: Caller, idempotency_key: str | None
+    ) -> tuple[Submission, Callable[[], None]]:
+        """What `caller` submits, and its checks (`_admit`)."""
         settings = self.settings
         limits = jobs.Limits(settings.max_jobs_queued, settings.max_user_priority)
-        return self.submissions.submit(submission(spec, caller, idempotency_key, limits))
+        item = submission(spec, caller, idempotency_key, limits)
+        return item, partial(self._admit, spec, caller)
 
     def submit_sweep(
         self, spec: SweepSpec, caller: Caller, idempotency_key: str | None = None
@@ -175,7 +194,7 @@ class Service:
         rules = run_as.path_rules(settings, account, has_users=users.has_users(self.db))
         devices = self.gpus.inventory.devices
         cluster = None
-        if isinstance(self.executor, QueueingExecutor):
+        if self._queueing:
             if spec.kind == "session":
                 raise Invalid(("body", "kind"), SESSIONS_ON_SLURM)
             cluster = [node.gpus for node in self._nodes()]

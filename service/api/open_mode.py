@@ -13,6 +13,7 @@ cross-site form has one, so a loopback gpuq behind a reverse proxy keeps any hos
 """
 
 import ipaddress
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from fastapi import HTTPException, status
@@ -31,6 +32,7 @@ FIRST_USER = (
 FORWARDING = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 
+@lru_cache(maxsize=1024)  # asked of every request's peer and `Host` in open mode
 def is_loopback(host: str) -> bool:
     """True for `localhost` and loopback addresses: only this machine can connect."""
     if host.lower() in ("localhost", "localhost."):

@@ -5,7 +5,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, select, text
@@ -39,6 +39,21 @@ class QueuedJob:
     wait_reason: str | None
     queue_position: int | None
     sweep_id: int | None
+
+    @cached_property
+    def request(self) -> Request:
+        """Its placement request: made once per revision read (the reader keeps the job),
+        not at every step of a long queue."""
+        return Request(
+            job_id=self.id,
+            priority=self.priority,
+            gpus=self.gpu_count,
+            gpu_ids=self.gpu_ids,
+            memory_mb=self.memory_mb,
+            owner=self.owner,
+            time_limit_s=self.time_limit_s,
+            sweep_id=self.sweep_id,
+        )
 
     @property
     def waits_until(self) -> list[datetime]:
@@ -175,20 +190,6 @@ def _changed() -> Select[Any]:
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
     for start in range(0, len(ids), CHUNK):
         yield ids[start : start + CHUNK]
-
-
-def request_for_job(job: QueuedJob) -> Request:
-    """A queued job's request."""
-    return Request(
-        job_id=job.id,
-        priority=job.priority,
-        gpus=job.gpu_count,
-        gpu_ids=job.gpu_ids,
-        memory_mb=job.memory_mb,
-        owner=job.owner,
-        time_limit_s=job.time_limit_s,
-        sweep_id=job.sweep_id,
-    )
 
 
 def request_for_spec(job_id: int, spec: JobSpec, owner: str) -> Request:

@@ -21,7 +21,7 @@ from service.gpus.states import GpuState
 from service.jobs.writes import JOB, JobRow
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
-from service.scheduler.queued import QueuedJob, QueueReader, request_for_job
+from service.scheduler.queued import QueuedJob, QueueReader
 from service.settings import Settings
 from service.store.db import Database, utcnow
 from service.store.tables import Job, Sweep
@@ -147,7 +147,7 @@ def take(
         ),
         drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
     )
-    requests = {job_id: request_for_job(job) for job_id, job in queued.items()}
+    requests = {job_id: job.request for job_id, job in queued.items()}
     for job_id, job in queued.items():
         doom = failed_dependency(job, dependencies)
         why = None if doom else _not_considered(job, dependencies, now_dt) or snapshot.drained

@@ -1,5 +1,6 @@
 """`/v1/jobs`: submit, list, read, cancel, logs and metrics."""
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response, status
@@ -44,7 +45,7 @@ class JobChange(BaseModel):
         }
     },
 )
-def submit_job(
+async def submit_job(
     spec: JobSpec,
     service: ServiceDep,
     caller: CallerDep,
@@ -58,8 +59,8 @@ def submit_job(
 ) -> Response:
     """Queues a training job. 422 names the field when the spec can never run here."""
     if dry_run:
-        return as_json(service.preview(spec, caller))
-    stored = service.submit(spec, caller, idempotency_key)
+        return as_json(await asyncio.to_thread(service.preview, spec, caller))
+    stored = await service.submit_async(spec, caller, idempotency_key)
     created = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
     return as_json(JobPublic.of(stored.row), created)
 

@@ -1,6 +1,7 @@
 """Group commit (`jobs.submissions`): concurrent submissions share one commit, and each
 gets its own answer, in submission order, as if it had been stored alone."""
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from service import jobs
-from service.errors import Conflict, Invalid, TooMany, Unavailable
+from service.errors import Conflict, Forbidden, Invalid, TooMany, Unavailable
 from service.jobs.submissions import Submissions
 from service.jobs.submit import Limits, Stored, Submission, submission
 from service.store.db import Database
@@ -177,6 +178,56 @@ def test_a_mixed_batch_answers_each_submission_as_if_it_were_alone(
     assert count_rows(db, Job, queued, Job.owner == "ana") == 4
     assert count_rows(db, Job, queued, Job.owner == "bob") == 1
     assert count_rows(db, AuditEntry, AuditEntry.action == "submit") == 2 + 4
+
+
+def test_submissions_awaited_on_an_event_loop_share_one_commit_and_never_stall_it(
+    db: Database, submissions: Submissions, commits: list[int]
+):
+    """The checks (which may read files or ask Slurm) and the commit run in the storing
+    thread: the loop that awaits them goes on meanwhile."""
+
+    def slow_check() -> None:
+        time.sleep(0.3)
+
+    async def submit_four() -> tuple[list[Stored], float]:
+        longest = 0.0  # between two turns of the loop
+        with write_lock_held(db):
+            items = [submission(spec(name=f"a{i}"), ANA) for i in range(4)]
+            waiting = [
+                asyncio.create_task(submissions.submit_async(item, slow_check)) for item in items
+            ]
+            last = start = time.monotonic()
+            while time.monotonic() - start < 0.8:  # the checks take 1.2 s
+                await asyncio.sleep(0.01)
+                longest, last = max(longest, time.monotonic() - last), time.monotonic()
+            assert submissions.waiting() == 4
+            assert not any(task.done() for task in waiting), "answered before its commit"
+        return list(await asyncio.gather(*waiting)), longest
+
+    stored, longest = asyncio.run(submit_four())
+    assert longest < 0.2, f"the loop stood still for {longest:.2f} s"
+    assert [s.row["name"] for s in stored] == ["a0", "a1", "a2", "a3"]
+    assert all(s.created for s in stored)
+    assert commits[0] == 2, "the holder's commit and one for all four"
+
+
+def test_checks_run_outside_the_write_lock_and_a_refusal_answers_its_submission_alone(
+    db: Database, submissions: Submissions
+):
+    def refuse() -> None:
+        raise Forbidden("not this one")
+
+    items = [submission(spec(name=n), ANA) for n in ("a", "b")]
+    with ThreadPoolExecutor(3) as pool:
+        with write_lock_held(db):
+            refused = pool.submit(submissions.submit, submission(spec(name="no"), ANA), refuse)
+            assert isinstance(refused.exception(timeout=10), Forbidden), (
+                "refused while another writer held the lock"
+            )
+            futures = submit_in_order(pool, submissions, items)
+        got = answers(futures)
+    assert [s.row["name"] for s in got if isinstance(s, Stored)] == ["a", "b"]
+    assert count_rows(db, Job) == 2
 
 
 def test_a_failed_commit_fails_exactly_its_batch_with_503(db: Database, submissions: Submissions):
