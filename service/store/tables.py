@@ -20,6 +20,7 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         Index("ix_job_status_priority", "status", "priority", "id"),
         Index("ix_job_status_id", "status", "id"),
+        Index("ix_job_status_rev", "status", "rev"),  # the scheduler's `replan.fingerprint`
         Index("ix_job_finished_at", "finished_at"),
     )
 

@@ -109,3 +109,18 @@ def test_an_admins_drain_is_planned_at_once(db, scheduler, plans):
     scheduler.place()
     assert len(plans) == count + 1
     assert "new disks" in jobs.get_job(db, waiting).wait_reason
+
+
+@pytest.mark.backends("sqlite")
+def test_the_fingerprint_reads_the_queue_from_an_index_alone(db):
+    """Asked at every step: its cost must not be a row read per queued job."""
+    for _ in range(3):
+        queue(db, SLEEP)
+    with db.reader.connect() as conn:
+        sql = str(replan._query().compile(conn, compile_kwargs={"literal_binds": True}))
+        steps = [row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")]
+    reads_of_jobs = [
+        step for step in steps if step.split()[:2] in (["SEARCH", "job"], ["SCAN", "job"])
+    ]
+    assert len(reads_of_jobs) == 2, steps  # how many are queued, and their highest revision
+    assert all("USING COVERING INDEX ix_job_status_rev" in step for step in reads_of_jobs), steps
