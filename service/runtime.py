@@ -58,8 +58,9 @@ class Service:
     notifier: Notifier | None = None  #: sends webhooks, where jobs are scheduled
     #: Stores submissions, concurrent ones in shared commits (group commit).
     submissions: Submissions = field(init=False)
-    #: the executor has a queue of its own (Slurm); asked at every submission, where a check
-    #: against the runtime Protocol would inspect each of the executor's methods each time
+    #: the executor has a queue of its own (Slurm): asked once, since a check against the
+    #: runtime Protocol inspects each of the executor's methods every time (every submission
+    #: asks)
     _queueing: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -271,13 +272,13 @@ class Service:
     # --- GPUs ----------------------------------------------------------------------------------
 
     def list_gpus(self) -> list[GpuPublic] | list[GpuNodePublic]:
-        if isinstance(self.executor, QueueingExecutor):
+        if self._queueing:
             return [GpuNodePublic(**asdict(node)) for node in self._nodes()]
         return self.gpus.describe(self.scheduler.job_sessions())
 
     def release_gpu(self, index: int, caller: Caller) -> GpuPublic:
         """Puts a draining or quarantined GPU back into use; 404 or 409 otherwise."""
-        if isinstance(self.executor, QueueingExecutor):
+        if self._queueing:
             raise Conflict("the GPUs are Slurm's: a cluster administrator resumes a node")
         views = {g.index: g for g in self.gpus.describe(self.scheduler.job_sessions())}
         if index not in views:
@@ -311,7 +312,7 @@ class Service:
         return drains
 
     def _slurm_has_no_gpus(self, gpus: list[int] | None) -> None:
-        if gpus is not None and isinstance(self.executor, QueueingExecutor):
+        if gpus is not None and self._queueing:
             raise Conflict(
                 "the GPUs are Slurm's: drain a node with `scontrol update nodename=... "
                 "state=drain reason=...`, or drain the whole box (no GPUs) to stop handing "
