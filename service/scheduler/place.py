@@ -3,6 +3,7 @@ start now and record why and where every other queued job waits, all in one writ
 transaction, then launch what it claimed (`starting.batch`). Also the dry run."""
 
 import time
+from typing import Any
 
 from sqlmodel import Session
 
@@ -13,7 +14,12 @@ from service.public import Preview, VictimPublic
 from service.scheduler import preempt, snapshot
 from service.scheduler.placement import order
 from service.scheduler.preemption import Candidate
-from service.scheduler.queued import PREVIEW_ID, QueueReader, request_for_spec
+from service.scheduler.queued import (
+    PREVIEW_ID,
+    QueueReader,
+    highest_revision,
+    request_for_spec,
+)
 from service.scheduler.replan import Replan
 from service.scheduler.running import Books
 from service.scheduler.starting import batch
@@ -67,8 +73,7 @@ class Placer:
             if seen is None:
                 return
             snap = self._snapshot(skip_if_idle=True, reader=self._queue, within=session)
-        moments = [] if snap is None else [m for q in snap.queued.values() for m in q.waits_until]
-        self._replan.planned(seen, running, moments)
+        self._replan.planned(seen, running, [] if snap is None else snap.falls_due)
         if snap is None:
             return
         result = snap.inputs.plan()
@@ -77,18 +82,10 @@ class Placer:
         reasons = {**snap.blocked, **result.waiting}
         if preemption is not None:
             reasons[preemption.head] = preemption.why
-        waiting = [i for i in snap.positions if i not in placed and i not in snap.doomed]
-        positions = {job_id: n for n, job_id in enumerate(waiting, 1)}
         refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
         if refresh:
             self._positions_at = time.monotonic()
-        changes = [
-            {"job_id": job_id, "why": reasons.get(job_id), "position": positions[job_id]}
-            for job_id in waiting
-            if snap.queued[job_id].wait_reason != reasons.get(job_id)
-            or snap.queued[job_id].queue_position is None
-            or (refresh and snap.queued[job_id].queue_position != positions[job_id])
-        ]
+        changes = _changes(snap, reasons, placed | snap.doomed.keys(), refresh=refresh)
         victims = preemption.victims if preemption is not None else ()
         head = preemption.head if preemption is not None else 0
         if not (snap.doomed or changes or result.placements or victims):
@@ -100,11 +97,17 @@ class Placer:
                     writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
                     record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
                 stopped = [v for v in victims if _preempt(starts.session, v, head)]
+                connection = starts.session.connection()
+                before = highest_revision(connection) if changes else 0
                 writes.set_wait_reasons(starts.session, changes)
+                written = highest_revision(connection) if changes else 0
                 starts.start(result.placements)
         except BaseException:
             self._replan.forget()
             raise
+        if changes:  # committed: the next read takes them as written
+            values = {c["job_id"]: (c["why"], c["position"]) for c in changes}
+            self._queue.wrote(values, before, written)
         preempt.stop_victims(self.books, head, stopped)
 
     def preview(self, spec: JobSpec, owner: str, active: snapshot.Active | None = None) -> Preview:
@@ -140,6 +143,29 @@ class Placer:
                 for v in victims
             ],
         )
+
+
+def _changes(
+    snap: snapshot.Snapshot, reasons: dict[int, str], leaving: set[int], *, refresh: bool
+) -> list[dict[str, Any]]:
+    """The wait reasons and positions to write: `{"job_id", "why", "position"}` for each
+    queued job, not `leaving` the queue, whose reason changed or that has no position
+    yet, and, on a `refresh`, each whose position moved."""
+    changes = []
+    queued = snap.queued
+    position = 0
+    for job_id in snap.positions:
+        if job_id in leaving:
+            continue
+        position += 1
+        job, why = queued[job_id], reasons.get(job_id)
+        if (
+            job.wait_reason != why
+            or job.queue_position is None
+            or (refresh and job.queue_position != position)
+        ):
+            changes.append({"job_id": job_id, "why": why, "position": position})
+    return changes
 
 
 def _preempt(session: Session, victim: Candidate, head: int) -> bool:

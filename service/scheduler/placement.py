@@ -18,6 +18,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
 
@@ -32,6 +33,11 @@ class Request:
     owner: str = ""
     time_limit_s: float | None = None
     sweep_id: int | None = None  #: the sweep it is a member of
+    #: its place when every owner weighs the same: priority (higher earlier), submission
+    rank: tuple[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", (-self.priority, self.job_id))
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,16 @@ class Plan:
 def order(queue: Sequence[Request], usage: Mapping[str, float] | None = None) -> list[Request]:
     """Priority first (higher earlier), then the owner's recent usage, then submission."""
     usage = usage or {}
-    return sorted(queue, key=lambda r: (-r.priority, usage.get(r.owner, 0.0), r.job_id))
+    owners = set(map(_OWNER, queue)) if usage else ()
+    if len({usage.get(owner, 0.0) for owner in owners}) <= 1:
+        # Usage orders no one (one owner, CPU jobs, or no GPU used lately): a key made
+        # once per job, read in C, where a long queue is sorted at every plan.
+        return sorted(queue, key=_RANK)
+    return sorted(queue, key=lambda r: (r.rank[0], usage.get(r.owner, 0.0), r.job_id))
+
+
+_OWNER = attrgetter("owner")
+_RANK = attrgetter("rank")
 
 
 def spread(gpus: Sequence[int], topology: Topology) -> int:

@@ -55,10 +55,27 @@ class QueuedJob:
             sweep_id=self.sweep_id,
         )
 
-    @property
+    @cached_property
     def waits_until(self) -> list[datetime]:
         """The moments it waits for before it may start: its retry, its `not_before`."""
         return [m for m in (self.retry_at, self.not_before) if m is not None]
+
+    @cached_property
+    def plain(self) -> bool:
+        """Whether nothing but room decides when it may start: no hold, retry back-off,
+        `not_before` or dependency, and in no sweep. Most queued jobs are, and a plan
+        asks nothing more of them."""
+        return not (
+            self.held or self.retry_at or self.not_before or self.depends_on or self.sweep_id
+        )
+
+    def written(self, wait_reason: str | None, queue_position: int | None) -> "QueuedJob":
+        """This job as the scheduler's own write of these left it (its request kept)."""
+        # A copy that keeps what was worked out of it; `dataclasses.replace` would cost
+        # about what reading the row again does.
+        job = object.__new__(QueuedJob)
+        job.__dict__.update(self.__dict__, wait_reason=wait_reason, queue_position=queue_position)
+        return job
 
     @classmethod
     @cache
@@ -115,51 +132,86 @@ class QueueReader:
     thousands that barely moves costs one indexed query, not a scan. Every `RESYNC_S` it
     compares the whole queue's revisions instead, which also drops a row deleted outside
     gpuq (gpuq never deletes a job).
+
+    The plan's own writes of wait reasons and positions (`wrote`) are not read back: the
+    reader knows what they wrote, and which revisions were theirs.
     """
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[int, QueuedJob]] = {}  #: job → (revision, as read then)
+        self._jobs: dict[int, QueuedJob] = {}  #: as read (or written) last
+        self._revs: dict[int, int] = {}  #: job → its revision then
         self._seen: int | None = None  #: the highest revision read; None: compare them all
         self._compared_at = 0.0
+        self._own: Written | None = None
 
     def read(self, connection: Connection) -> dict[int, QueuedJob]:
         """The queued jobs, by id, in one read transaction's view."""
         if self._seen is None or time.monotonic() - self._compared_at >= RESYNC_S:
             return self._compare_all(connection)
         changed = connection.execute(_changed(), {"seen": self._seen}).all()
+        own, self._own = self._own, None
         if changed:
             self._seen = max(rev for _, rev, _ in changed)
         stale = []
-        for job_id, _, status in changed:
-            self._known.pop(job_id, None)
+        for job_id, rev, status in changed:
+            values = None if own is None else own.of(job_id, rev)
+            if values is not None and job_id in self._jobs:  # as the plan wrote it, no more
+                self._jobs[job_id] = self._jobs[job_id].written(*values)
+                self._revs[job_id] = rev
+                continue
+            self._forget(job_id)
             if status == JobStatus.queued:
                 stale.append(job_id)
         self._read_rows(connection, stale)
-        return {job_id: job for job_id, (_, job) in self._known.items()}
+        return dict(self._jobs)
+
+    def wrote(self, values: dict[int, tuple[str | None, int]], after: int, upto: int) -> None:
+        """The plan wrote these jobs' (wait reason, queue position), and every revision in
+        (`after`, `upto`] is of that write (its transaction's alone): the next `read`
+        takes them as written. Only once that write has committed."""
+        self._own = Written(values, after, upto)
 
     def _compare_all(self, connection: Connection) -> dict[int, QueuedJob]:
         """Every queued job's revision against what was read; rows read again where it
         changed."""
         self._compared_at = time.monotonic()
-        self._seen = connection.execute(_HIGHEST).scalar() or 0
+        self._own = None
+        self._seen = highest_revision(connection)
         revisions: list[tuple[int, int]] = [tuple(r) for r in connection.execute(_revisions())]
-        known = self._known
-        stale = [
-            job_id for job_id, rev in revisions if job_id not in known or known[job_id][0] != rev
-        ]
+        revs = self._revs
+        stale = [job_id for job_id, rev in revisions if revs.get(job_id) != rev]
         for job_id in stale:  # read again below if still queued (never kept as it was)
-            known.pop(job_id, None)
+            self._forget(job_id)
         self._read_rows(connection, stale)
         # A job no longer queued when its row was read (started, cancelled) is left out.
-        queued = {job_id: known[job_id][1] for job_id, _ in revisions if job_id in known}
-        for job_id in known.keys() - queued.keys():
-            del known[job_id]
-        return queued
+        queued = {job_id for job_id, _ in revisions if job_id in revs}
+        for job_id in revs.keys() - queued:
+            self._forget(job_id)
+        return dict(self._jobs)
+
+    def _forget(self, job_id: int) -> None:
+        self._jobs.pop(job_id, None)
+        self._revs.pop(job_id, None)
 
     def _read_rows(self, connection: Connection, ids: list[int]) -> None:
         for chunk in _chunks(ids):
             for row in connection.execute(_rows(), {"ids": chunk}):
-                self._known[row[0]] = (row[-1], QueuedJob.from_row(row))
+                self._jobs[row[0]] = QueuedJob.from_row(row)
+                self._revs[row[0]] = row[-1]
+
+
+@dataclass(frozen=True)
+class Written:
+    """A plan's write of wait reasons and positions: job → (reason, position), and the
+    revisions it took."""
+
+    values: dict[int, tuple[str | None, int]]
+    after: int
+    upto: int
+
+    def of(self, job_id: int, rev: int) -> tuple[str | None, int] | None:
+        """What it wrote of `job_id`, if `rev` (the row's latest) is of this write."""
+        return self.values.get(job_id) if self.after < rev <= self.upto else None
 
 
 #: How often the queue reader compares every queued job's revision rather than asking for
@@ -167,6 +219,11 @@ class QueueReader:
 RESYNC_S = 10.0
 
 _HIGHEST = text("SELECT MAX(rev) FROM job")
+
+
+def highest_revision(connection: Connection) -> int:
+    """The highest revision of any job (0 with none): through the revision's index."""
+    return connection.execute(_HIGHEST).scalar() or 0
 
 
 @cache

@@ -45,6 +45,8 @@ class Snapshot:
     positions: list[int] = field(default_factory=list)
     #: why nothing starts at all: the whole box is drained for maintenance
     drained: str | None = None
+    #: when queued jobs that wait for a moment (a retry, a `not_before`) may start
+    falls_due: list[datetime] = field(default_factory=list)
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -94,13 +96,14 @@ def take(
         connection = session.connection()
         since = datetime.fromtimestamp(horizon, now_dt.tzinfo)
         recent = connection.execute(_recent(), {"since": since}).all()
-        needed = {d for j in queued.values() for d in j.depends_on}
+        others = [j for j in queued.values() if not j.plain]
+        needed = {d for j in others for d in j.depends_on}
         dependencies: dict[int | None, Dependency] = (
             {j.id: j for j in connection.execute(_dependencies(needed))} if needed else {}
         )
         stored, allocations = gpus.load(session)
         drains = {d.gpu: d for d in maintenance.drains(session)}
-        sweeps = {j.sweep_id for j in queued.values() if j.sweep_id is not None}
+        sweeps = {j.sweep_id for j in others if j.sweep_id is not None}
         sweep_limits, sweep_running = _sweeps(connection, sweeps) if sweeps else ({}, {})
     foreign = gpus.foreign_mb(job_sessions)
     slots = []
@@ -147,17 +150,24 @@ def take(
         ),
         drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
     )
-    requests = {job_id: job.request for job_id, job in queued.items()}
-    for job_id, job in queued.items():
+    requests = [job.request for job in queued.values()]
+    # Most queued jobs wait for nothing but room: only the others are asked more.
+    considered = [job.request for job in queued.values() if job.plain]
+    for job in others:
+        snapshot.falls_due += job.waits_until
         doom = failed_dependency(job, dependencies)
-        why = None if doom else _not_considered(job, dependencies, now_dt) or snapshot.drained
+        why = None if doom else _not_considered(job, dependencies, now_dt)
         if doom is not None:
-            snapshot.doomed[job_id] = doom
+            snapshot.doomed[job.id] = doom
         elif why is not None:
-            snapshot.blocked[job_id] = why
+            snapshot.blocked[job.id] = why
         else:
-            snapshot.inputs.queue.append(requests[job_id])
-    snapshot.positions = [r.job_id for r in order(list(requests.values()), usage)]
+            considered.append(job.request)
+    if snapshot.drained is None:
+        snapshot.inputs.queue = considered
+    else:
+        snapshot.blocked.update({r.job_id: snapshot.drained for r in considered})
+    snapshot.positions = [r.job_id for r in order(requests, usage)]
     return snapshot
 
 

@@ -3,7 +3,14 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.scheduler.placement import Claim, GpuSlot, Request, earliest_start, plan
+from service.scheduler.placement import (
+    Claim,
+    GpuSlot,
+    Request,
+    earliest_start,
+    order,
+    plan,
+)
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
 
@@ -171,6 +178,20 @@ def test_a_light_user_goes_before_a_heavy_one_at_equal_priority():
     assert [p.job_id for p in result.placements] == [2], "light user before heavy's older job"
     result = plan(queue[:3], GPUS, held, usage={})
     assert [p.job_id for p in result.placements] == [1], "no usage: submission order"
+
+
+@given(
+    st.lists(st.tuples(st.integers(-2, 2), st.sampled_from(["ana", "bo", "cy"])), max_size=30),
+    st.dictionaries(st.sampled_from(["ana", "bo", "cy"]), st.sampled_from([0.0, 10.0, 9000.0])),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_queues_order_is_priority_then_usage_then_submission(jobs, usage):
+    """Whatever the usage (none, every owner alike, or owners apart), the order is the
+    one the docs give, including where `order` takes its quicker path."""
+    queue = [Request(n, priority, 1, owner=owner) for n, (priority, owner) in enumerate(jobs, 1)]
+    queue.reverse()  # not in submission order already
+    expected = sorted(queue, key=lambda r: (-r.priority, usage.get(r.owner, 0.0), r.job_id))
+    assert [r.job_id for r in order(queue, usage)] == [r.job_id for r in expected]
 
 
 def test_a_job_over_its_owners_gpu_quota_waits_without_blocking_others():

@@ -1,5 +1,6 @@
 """Planning inputs taken from a real database: fair share, holds, dependencies, positions."""
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from service.gpus import registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
 from service.scheduler import snapshot
-from service.scheduler.queued import QueuedJob, QueueReader
+from service.scheduler.queued import QueuedJob, QueueReader, highest_revision
 from service.store.db import utcnow
 from service.store.tables import Job
 from service.team.users import Caller
@@ -108,10 +109,8 @@ def test_an_idle_tick_skips_the_snapshot_only_when_asked(db, gpus, settings):
     assert busy is not None and list(busy.queued) == [1]
 
 
-def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
-    db, gpus, settings, monkeypatch
-):
-    first, second, third = (submit(db, "ana", name=f"j{n}") for n in range(3))
+def counted_reader(db, monkeypatch) -> tuple[QueueReader, Callable[[], dict], list[int]]:
+    """A queue reader, a read through it, and the ids of the rows it parsed meanwhile."""
     reader = QueueReader()
     parsed: list[int] = []
     from_row = QueuedJob.from_row
@@ -121,6 +120,14 @@ def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
         with db.read() as session:
             return reader.read(session.connection())
 
+    return reader, read, parsed
+
+
+def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
+    db, gpus, settings, monkeypatch
+):
+    first, second, third = (submit(db, "ana", name=f"j{n}") for n in range(3))
+    reader, read, parsed = counted_reader(db, monkeypatch)
     assert set(read()) == {first, second, third}
     assert sorted(parsed) == [first, second, third]
     parsed.clear()
@@ -138,6 +145,40 @@ def test_the_schedulers_queue_reader_rereads_only_jobs_that_changed(
         take(db, gpus, settings).queued
         == snapshot.take(db, gpus, settings, cpu_busy=0, job_sessions=set(), reader=reader).queued
     )
+
+
+def test_the_plans_own_writes_are_taken_as_written_and_a_later_change_is_read(
+    db, gpus, settings, monkeypatch
+):
+    first, second, third = (submit(db, "ana", name=f"j{n}") for n in range(3))
+    reader, read, parsed = counted_reader(db, monkeypatch)
+    read()
+    parsed.clear()
+    third_waits = {"job_id": third, "why": "third's", "position": 3}
+    with db.write() as session:  # what a plan writes, and the revisions it took
+        before = highest_revision(session.connection())
+        jobs.writes.set_wait_reasons(
+            session,
+            [
+                {"job_id": first, "why": "first's", "position": 1},
+                {"job_id": second, "why": "second's", "position": 2},
+                third_waits,
+            ],
+        )
+        after = highest_revision(session.connection())
+    reader.wrote({first: ("first's", 1), second: ("second's", 2)}, before, after)
+    with db.write() as session:  # another writer, after the plan
+        session.get(Job, second).held = True
+    queued = read()
+    # Neither the first (as written) nor the third (the plan wrote it, but did not say
+    # so) is taken on trust: only the first is not read again.
+    assert sorted(parsed) == [second, third]
+    assert (queued[first].wait_reason, queued[first].queue_position) == ("first's", 1)
+    assert queued[second].held and queued[second].wait_reason == "second's"
+    assert queued[third].wait_reason == "third's"
+    assert queued == take(db, gpus, settings).queued  # what a fresh read gets
+    parsed.clear()
+    assert read() == queued and parsed == []  # taken once: nothing changed since
 
 
 def test_the_queue_reader_asks_only_for_revisions_above_the_highest_it_read(db, monkeypatch):
