@@ -13,7 +13,18 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ClauseElement, Row, Table, Update, bindparam, delete, insert, update
+from sqlalchemy import (
+    ClauseElement,
+    Connection,
+    Row,
+    Table,
+    Update,
+    bindparam,
+    delete,
+    insert,
+    text,
+    update,
+)
 from sqlmodel import Session
 
 from gpuq.contract.outcome import Outcome
@@ -91,19 +102,37 @@ def cancel_queued(session: Session, job_id: int, reason: Reason, message: str) -
     )
 
 
-def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> None:
+def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> int:
     """Records why queued jobs wait and where they stand: `{"job_id", "why", "position"}`
-    each, in one executemany (thousands of queued jobs, every scheduler step)."""
-    if not changes:
-        return
-    session.connection().execute(_WAIT_REASONS, list(changes))
+    each, in one executemany (thousands of queued jobs, every scheduler step).
+
+    Each row takes its revision in the same UPDATE, the next ones above the highest there
+    is: writers take turns, so no other writer takes any meanwhile, and the trigger that
+    would give it one (an UPDATE of its own) would make a long queue's refresh of positions
+    cost three times as much, all of it inside the write lock. Returns the revision below
+    them: theirs are the `len(changes)` above it (a job no longer queued leaves its own
+    unused)."""
+    connection = session.connection()
+    base = highest_revision(connection)
+    connection.execute(
+        _WAIT_REASONS, [{**change, "rev": base + n} for n, change in enumerate(changes, 1)]
+    )
+    return base
 
 
 _WAIT_REASONS = (
     update(JOB)
     .where(JOB.c.id == bindparam("job_id"), JOB.c.status == JobStatus.queued.value)
-    .values(wait_reason=bindparam("why"), queue_position=bindparam("position"))
+    .values(
+        wait_reason=bindparam("why"), queue_position=bindparam("position"), rev=bindparam("rev")
+    )
 )
+_HIGHEST = text("SELECT MAX(rev) FROM job")
+
+
+def highest_revision(connection: Connection) -> int:
+    """The highest revision of any job (0 with none): through the revision's index."""
+    return connection.execute(_HIGHEST).scalar() or 0
 
 
 # --- starting ------------------------------------------------------------------------------

@@ -14,12 +14,7 @@ from service.public import Preview, VictimPublic
 from service.scheduler import preempt, snapshot
 from service.scheduler.placement import order
 from service.scheduler.preemption import Candidate
-from service.scheduler.queued import (
-    PREVIEW_ID,
-    QueueReader,
-    highest_revision,
-    request_for_spec,
-)
+from service.scheduler.queued import PREVIEW_ID, QueueReader, request_for_spec
 from service.scheduler.replan import Replan
 from service.scheduler.running import Books
 from service.scheduler.starting import batch
@@ -97,17 +92,14 @@ class Placer:
                     writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
                     record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
                 stopped = [v for v in victims if _preempt(starts.session, v, head)]
-                connection = starts.session.connection()
-                before = highest_revision(connection) if changes else 0
-                writes.set_wait_reasons(starts.session, changes)
-                written = highest_revision(connection) if changes else 0
+                before = writes.set_wait_reasons(starts.session, changes) if changes else 0
                 starts.start(result.placements)
         except BaseException:
             self._replan.forget()
             raise
         if changes:  # committed: the next read takes them as written
             values = {c["job_id"]: (c["why"], c["position"]) for c in changes}
-            self._queue.wrote(values, before, written)
+            self._queue.wrote(values, before, before + len(changes))
         preempt.stop_victims(self.books, head, stopped)
 
     def preview(self, spec: JobSpec, owner: str, active: snapshot.Active | None = None) -> Preview:

@@ -8,11 +8,12 @@ from datetime import datetime
 from functools import cache, cached_property
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, select, text
+from sqlalchemy import Connection, Select, bindparam, select
 from sqlmodel import col
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
+from service.jobs.writes import highest_revision
 from service.scheduler.placement import Request
 from service.store.tables import Job
 
@@ -217,13 +218,6 @@ class Written:
 #: How often the queue reader compares every queued job's revision rather than asking for
 #: the revisions above the highest it read.
 RESYNC_S = 10.0
-
-_HIGHEST = text("SELECT MAX(rev) FROM job")
-
-
-def highest_revision(connection: Connection) -> int:
-    """The highest revision of any job (0 with none): through the revision's index."""
-    return connection.execute(_HIGHEST).scalar() or 0
 
 
 @cache

@@ -12,7 +12,7 @@ from service.gpus import registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
 from service.scheduler import snapshot
-from service.scheduler.queued import QueuedJob, QueueReader, highest_revision
+from service.scheduler.queued import QueuedJob, QueueReader
 from service.store.db import utcnow
 from service.store.tables import Job
 from service.team.users import Caller
@@ -156,8 +156,7 @@ def test_the_plans_own_writes_are_taken_as_written_and_a_later_change_is_read(
     parsed.clear()
     third_waits = {"job_id": third, "why": "third's", "position": 3}
     with db.write() as session:  # what a plan writes, and the revisions it took
-        before = highest_revision(session.connection())
-        jobs.writes.set_wait_reasons(
+        before = jobs.writes.set_wait_reasons(
             session,
             [
                 {"job_id": first, "why": "first's", "position": 1},
@@ -165,13 +164,12 @@ def test_the_plans_own_writes_are_taken_as_written_and_a_later_change_is_read(
                 third_waits,
             ],
         )
-        after = highest_revision(session.connection())
-    reader.wrote({first: ("first's", 1), second: ("second's", 2)}, before, after)
+    reader.wrote({first: ("first's", 1), second: ("second's", 2)}, before, before + 3)
     with db.write() as session:  # another writer, after the plan
         session.get(Job, second).held = True
     queued = read()
-    # Neither the first (as written) nor the third (the plan wrote it, but did not say
-    # so) is taken on trust: only the first is not read again.
+    # The first is taken as written; the second changed since, and the third's write
+    # was not told: both are read again.
     assert sorted(parsed) == [second, third]
     assert (queued[first].wait_reason, queued[first].queue_position) == ("first's", 1)
     assert queued[second].held and queued[second].wait_reason == "second's"
