@@ -2,6 +2,7 @@
 
 import json
 import math
+import random
 import signal
 
 import pytest
@@ -15,6 +16,7 @@ from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
 from service.scheduler import place
 from service.scheduler.loop import Scheduler, SchedulerLocked
+from service.scheduler.queued import QueueReader
 from service.store.tables import Allocation
 from tests.conftest import ANA, command_spec, job_spec
 
@@ -98,6 +100,40 @@ def test_only_one_scheduler_per_state_directory(scheduler, db, settings):
             other.start()
     finally:
         scheduler.stop()
+
+
+def test_what_the_plan_knows_of_the_queue_is_what_the_database_holds(db, scheduler, monkeypatch):
+    """The plan keeps the queue between steps and takes its own writes of reasons and
+    positions as written (`QueueReader.wrote`): whatever other writers do between plans,
+    its view is a fresh read's, and every position written is the job's place in line."""
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.0)  # every plan brings them up to date
+    holder = queue(db, resources={"gpu_ids": [1]})
+    with db.write() as session:  # GPU 1 held: every job below waits for it
+        jobs.transition(session, holder, JobStatus.starting, assigned_gpus=[1], attempt=1)
+        session.add(Allocation(job_id=holder, gpu_index=1, memory_mb=None))
+    rng = random.Random(31)
+    queued = [queue(db, resources={"gpu_ids": [1]}) for _ in range(5)]
+    for _ in range(40):
+        scheduler.placer._replan.forget()  # plan even where nothing changed
+        scheduler.place()
+        rows = [jobs.get_job(db, i) for i in queued]
+        line = sorted(rows, key=lambda j: (-j.priority, j.id))
+        assert [j.queue_position for j in line] == list(range(1, len(line) + 1))
+        job_id = rng.choice(queued)  # then another writer, before the next plan reads
+        action = rng.choice(["submit", "priority", "hold", "release", "cancel", "nothing"])
+        with db.write() as session:
+            if action == "priority":
+                jobs.writes.record_priority(session, job_id, rng.randint(-2, 2))
+            elif action in ("hold", "release"):
+                jobs.writes.record_hold(session, job_id, action == "hold")
+            elif action == "cancel" and len(queued) > 1:
+                jobs.writes.cancel_queued(session, job_id, Reason.cancelled_by_user, "no")
+                queued.remove(job_id)
+        if action == "submit":
+            queued.append(queue(db, resources={"gpu_ids": [1]}, priority=rng.randint(-2, 0)))
+        with db.read() as session:  # what that plan reads, against a fresh read
+            known = scheduler.placer._queue.read(session.connection())
+            assert known == QueueReader().read(session.connection())
 
 
 def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
