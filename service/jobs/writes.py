@@ -107,11 +107,10 @@ def set_wait_reasons(session: Session, changes: Sequence[dict[str, Any]]) -> int
     each, in one executemany (thousands of queued jobs, every scheduler step).
 
     Each row takes its revision in the same UPDATE, the next ones above the highest there
-    is: writers take turns, so no other writer takes any meanwhile, and the trigger that
-    would give it one (an UPDATE of its own) would make a long queue's refresh of positions
-    cost three times as much, all of it inside the write lock. Returns the revision below
-    them: theirs are the `len(changes)` above it (a job no longer queued leaves its own
-    unused)."""
+    is (writers take turns: no other writer takes any meanwhile), where the trigger would
+    give it one with an UPDATE of its own: a long queue's refresh of positions holds the
+    write lock a third less. Returns the revision below them: theirs are the
+    `len(changes)` above it (a job no longer queued leaves its own unused)."""
     connection = session.connection()
     base = highest_revision(connection)
     connection.execute(
