@@ -80,7 +80,9 @@ class Placer:
         refresh = time.monotonic() - self._positions_at >= POSITIONS_EVERY_S
         if refresh:
             self._positions_at = time.monotonic()
-        changes = _changes(snap, reasons, placed | snap.doomed.keys(), refresh=refresh)
+        changes, moved = _changes(snap, reasons, placed | snap.doomed.keys(), refresh=refresh)
+        if moved:  # positions left as they were: brought up to date by the period's end
+            self._replan.plan_by(self._positions_at + POSITIONS_EVERY_S)
         victims = preemption.victims if preemption is not None else ()
         head = preemption.head if preemption is not None else 0
         if not (snap.doomed or changes or result.placements or victims):
@@ -139,11 +141,13 @@ class Placer:
 
 def _changes(
     snap: snapshot.Snapshot, reasons: dict[int, str], leaving: set[int], *, refresh: bool
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], bool]:
     """The wait reasons and positions to write: `{"job_id", "why", "position"}` for each
     queued job, not `leaving` the queue, whose reason changed or that has no position
-    yet, and, on a `refresh`, each whose position moved."""
+    yet, and, on a `refresh`, each whose position moved; and whether a position that
+    moved is left as it was (no `refresh`)."""
     changes = []
+    moved = False
     queued = snap.queued
     position = 0
     for job_id in snap.positions:
@@ -151,13 +155,14 @@ def _changes(
             continue
         position += 1
         job, why = queued[job_id], reasons.get(job_id)
-        if (
-            job.wait_reason != why
-            or job.queue_position is None
-            or (refresh and job.queue_position != position)
-        ):
+        if job.wait_reason != why or job.queue_position is None:
             changes.append({"job_id": job_id, "why": why, "position": position})
-    return changes
+        elif job.queue_position != position:
+            if refresh:
+                changes.append({"job_id": job_id, "why": why, "position": position})
+            else:
+                moved = True
+    return changes, moved
 
 
 def _preempt(session: Session, victim: Candidate, head: int) -> bool:

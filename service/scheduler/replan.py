@@ -75,6 +75,10 @@ class Replan:
         waits = [(moment - wall).total_seconds() for moment in falls_due if moment > wall]
         self._next_at = now + min([REPLAN_EVERY_S, *waits])
 
+    def plan_by(self, moment: float) -> None:
+        """Plans again by `moment` (monotonic) at the latest, whatever happens."""
+        self._next_at = min(self._next_at, moment)
+
     def forget(self) -> None:
         """The last plan's writes did not commit: the next step plans again."""
         self._seen = self._running = None

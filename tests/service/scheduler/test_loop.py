@@ -4,6 +4,7 @@ import json
 import math
 import random
 import signal
+import time
 
 import pytest
 from sqlmodel import select
@@ -134,6 +135,33 @@ def test_what_the_plan_knows_of_the_queue_is_what_the_database_holds(db, schedul
         with db.read() as session:  # what that plan reads, against a fresh read
             known = scheduler.placer._queue.read(session.connection())
             assert known == QueueReader().read(session.connection())
+
+
+def test_positions_left_behind_by_a_start_are_rewritten_when_the_period_ends(
+    db, scheduler, monkeypatch
+):
+    """Nothing else need happen: the plan that left them plans again by then."""
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.5)
+    scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
+    spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
+    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    try:
+        scheduler.place()  # numbers the second and third: 1 and 2
+        with db.write() as session:  # the first ends; the second starts at once
+            jobs.transition(session, first, JobStatus.cancelled)
+        scheduler.books.executor.signal(first, signal.SIGKILL)
+        scheduler.books.running.pop(first)
+        scheduler.place()
+        assert jobs.get_job(db, second).status == JobStatus.starting
+        scheduler.place()  # the plan that sees that start: nothing to write
+        assert jobs.get_job(db, third).queue_position == 2  # within the period: left
+        time.sleep(0.6)
+        scheduler.place()  # nothing changed since the last plan, but the period is over
+        assert jobs.get_job(db, third).queue_position == 1
+    finally:
+        for job_id in list(scheduler.books.running):
+            scheduler.books.executor.signal(job_id, signal.SIGKILL)
+        scheduler.books.executor.close()
 
 
 def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
