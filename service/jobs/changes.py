@@ -9,11 +9,11 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func
 from sqlmodel import col, select
 
 from gpuq.contract.states import TERMINAL
 from service import jobs
+from service.jobs.reads import highest_revision
 from service.store.db import Database
 from service.store.tables import Job
 
@@ -22,7 +22,7 @@ BATCH = 500
 
 def latest_revision(db: Database) -> int:
     with db.read() as session:
-        return session.exec(select(func.coalesce(func.max(Job.rev), 0))).one()
+        return highest_revision(session.connection())
 
 
 async def wait_for_change(

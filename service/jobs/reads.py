@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam
+from sqlalchemy import Connection, bindparam, text
 from sqlmodel import Session, col, select
 
 from gpuq.contract.states import JobStatus
@@ -16,6 +16,7 @@ from service.store.tables import Job, JobMetric
 _JOB = Job.__table__  # type: ignore[attr-defined]
 _ONE = select(_JOB).where(_JOB.c.id == bindparam("job_id"))  # built once: every poll runs it
 _REVISION = select(_JOB.c.rev).where(_JOB.c.id == bindparam("job_id"))
+_HIGHEST = text("SELECT MAX(rev) FROM job")
 
 
 def load(session: Session, job_id: int) -> Job:
@@ -84,3 +85,8 @@ def _values(row: JobMetric) -> dict[str, Any]:
     absent (stored before events were checked)."""
     values = readable_metrics(row.values)
     return {k: v for k, v in values.items() if k not in ("epoch", "step")}
+
+
+def highest_revision(connection: Connection) -> int:
+    """The highest revision of any job (0 with none): through the revision's index."""
+    return connection.execute(_HIGHEST).scalar() or 0

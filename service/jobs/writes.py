@@ -15,20 +15,19 @@ from typing import Any
 
 from sqlalchemy import (
     ClauseElement,
-    Connection,
     Row,
     Table,
     Update,
     bindparam,
     delete,
     insert,
-    text,
     update,
 )
 from sqlmodel import Session
 
 from gpuq.contract.outcome import Outcome
 from gpuq.contract.states import ACTIVE, ALLOWED_FROM, JobStatus, Reason
+from service.jobs.reads import highest_revision
 from service.store.db import insert as upsert
 from service.store.db import utcnow
 from service.store.tables import Allocation, Job, JobMetric
@@ -126,12 +125,6 @@ _WAIT_REASONS = (
         wait_reason=bindparam("why"), queue_position=bindparam("position"), rev=bindparam("rev")
     )
 )
-_HIGHEST = text("SELECT MAX(rev) FROM job")
-
-
-def highest_revision(connection: Connection) -> int:
-    """The highest revision of any job (0 with none): through the revision's index."""
-    return connection.execute(_HIGHEST).scalar() or 0
 
 
 # --- starting ------------------------------------------------------------------------------

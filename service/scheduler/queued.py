@@ -13,7 +13,7 @@ from sqlmodel import col
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from service.jobs.writes import highest_revision
+from service.jobs.reads import highest_revision
 from service.scheduler.placement import Request
 from service.store.tables import Job
 

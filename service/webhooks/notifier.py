@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from service.jobs.reads import highest_revision
 from service.settings import Settings
 from service.store.db import Database
 from service.store.tables import WebhookDelivery
 from service.webhooks import delivery, transport
 from service.webhooks.addresses import AllowList
-from service.webhooks.queue import has_changes, latest_revision, queue_changes
+from service.webhooks.queue import has_changes, queue_changes
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class Notifier:
                 if not has_changes(session, self._since):
                     # Nothing up to the newest revision needs a delivery: look past it next
                     # time, so a quiet tick costs one short index read however many jobs.
-                    self._since = latest_revision(session)
+                    self._since = highest_revision(session.connection())
                     return
             with self.db.write() as session:
                 self._since, more = queue_changes(session, self._since)

@@ -4,11 +4,11 @@ The notifier calls `queue_changes` for state changes; other rules (the idle rule
 `queue_event` with events of their own. Sending is `delivery`'s business.
 """
 
-from sqlalchemy import func
 from sqlmodel import Session, col, or_, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from gpuq.contract.states import JobStatus, Reason
+from service.jobs.reads import highest_revision
 from service.public import JobPublic
 from service.store.db import utcnow
 from service.store.tables import Job, WebhookDelivery
@@ -57,10 +57,6 @@ def _unnotified(since: int) -> SelectOfScalar[Job]:
     )
 
 
-def latest_revision(session: Session) -> int:
-    return session.exec(select(func.coalesce(func.max(Job.rev), 0))).one()
-
-
 def has_changes(session: Session, since: int) -> bool:
     """Whether a job changed after revision `since` may need a delivery (a cheap read)."""
     return session.exec(_unnotified(since).limit(1)).first() is not None
@@ -85,7 +81,7 @@ def queue_changes(session: Session, since: int) -> tuple[int, bool]:
     has then; final states stay, so they are never missed. Returns the revision to look
     after next time, and whether more may wait.
     """
-    top = latest_revision(session)
+    top = highest_revision(session.connection())
     jobs = session.exec(_unnotified(since)).all()
     last = jobs[-1].rev if jobs else top  # before our own updates give them new revisions
     for job in jobs:
