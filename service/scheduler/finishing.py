@@ -71,7 +71,7 @@ def settle(books: Books) -> None:
     with books.db.write() as session:
         record_launches(session, books.executor.name, launched)
         if found:
-            ingest.record(session, found)
+            found = ingest.record(session, found)
         said = _finish_all(books, session, ended, tails)
     for job_id in launched:
         books.unrecorded.pop(job_id, None)

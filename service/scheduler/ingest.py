@@ -167,13 +167,20 @@ _STATES = select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where
 )
 
 
-def record(session: Session, found: Found) -> None:
+def record(session: Session, found: Found) -> Found:
     """Records each job's digest and new offset in the caller's write transaction; a
     `starting` job whose training began becomes `running`. A job whose record fails is
     logged and its events are passed over (`advance` moves on all the same), so they do not
-    fail every step after."""
+    fail every step after. Returns what `advance` moves on from: `found` but the jobs still
+    `queued`, whose events wait for the step that marks them started."""
     rows = session.connection().execute(_STATES, {"ids": list(found)})
     jobs = {job_id: (attempt, status, stop_reason) for job_id, attempt, status, stop_reason in rows}
+    # A queueing executor (Slurm) started the job after this step's look at its queue
+    # (`follow`): read now, a command's one `running` event would be passed over, and the
+    # job would stay `starting` to its end. Its events are read again once it is marked.
+    waiting = {job_id for job_id, (_, status, _) in jobs.items() if status == JobStatus.queued}
+    for job_id in waiting:
+        del jobs[job_id]
 
     def write(job_id: int, row: tuple[int, JobStatus, Reason | None]) -> None:
         attempt, status, stop_reason = row
@@ -188,6 +195,7 @@ def record(session: Session, found: Found) -> None:
         )
 
     each_apart(session, jobs, write, "record its events")
+    return {job_id: new for job_id, new in found.items() if job_id not in waiting}
 
 
 def advance(books: Books, found: Found) -> None:

@@ -83,6 +83,27 @@ def test_events_set_progress_metrics_and_running(db, tmp_path):
     assert positions == [(1, 0, '{"loss": 0.4}'), (1, 1, '{"loss": 0.9}')]
 
 
+def test_events_of_a_job_started_before_gpuq_saw_it_start_wait_for_that_start(db, tmp_path):
+    """A queueing executor (Slurm) can start a job between two of gpuq's looks at its
+    queue: the program's one `running` event must not be read while the job is `queued`."""
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    (tmp_path / "events.jsonl").write_text(json.dumps({"event": "running", "pid": 7}) + "\n")
+    running = Running(job.id, RunDir(tmp_path), [], MemoryRecord(None))
+    found = new_events(running)
+    assert found is not None
+    with db.write() as session:
+        assert record(session, {job.id: found}) == {}
+    job = jobs.get_job(db, job.id)
+    assert (job.status, job.events_offset) == (JobStatus.queued, 0)
+    assert new_events(running) == found  # read again at the next step
+    with db.write() as session:
+        assert writes.mark_started(session, job.id)
+        assert record(session, {job.id: found}) == {job.id: found}
+    job = jobs.get_job(db, job.id)
+    assert job.status == JobStatus.running and job.running_at is not None
+    assert job.events_offset == found[1]
+
+
 #: Lines a job may write to hurt others: each must be skipped, and nothing of it stored.
 HOSTILE = [
     {"event": "step", "step": "x"},
