@@ -11,6 +11,11 @@ disk, `synchronous=FULL`, before its 201):
   `tsp true`. gpuq answers only once the job is on disk; tsp keeps its queue in memory.
   A last row, for information, has gpuq `--api-only` accept the same way: the submit path
   without a scheduler beside it;
+- two floors, beside the rows they explain: the polled figure of a bare FastAPI app served as
+  gpuq is (`bench.bare_app`: `POST /stored` validates the spec and stores it durably, one
+  poll interval, `GET /const`), which no FastAPI service can beat; and gpuq `--api-only`
+  taking the `--jobs` submissions one after another with nothing run, which the drain
+  can never beat;
 - polls of one finished job by one client for `--seconds`: gpuq `GET /v1/jobs/{id}` by wrk
   over one kept-alive connection (as a program or the Python client polls), `tsp -s ID` in
   a shell loop (tsp's client is a small C program: a process per poll costs it ~1 ms, where
@@ -29,11 +34,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
-from bench.common import gpuq_server, table, wait_ended, wrk, wrk_post
+from bench.common import bare_server, gpuq_server, table, wait_ended, wrk, wrk_post
 from gpuq.contract.states import TERMINAL
 
 TRUE = shutil.which("true") or "/bin/true"
@@ -59,6 +64,8 @@ class Figures:
     polls_per_s: float = 0.0  #: one client asking about one finished job
     accepted_api_only_per_s: float = 0.0  #: gpuq `--api-only`; tsp has no such mode
     refused_api_only: int = 0
+    bare_polled_s: list[float] = field(default_factory=list)  #: the polled floor (`bare_polled`)
+    submitted_s: float = 0.0  #: the drain's `--jobs` submissions alone, `--api-only`
 
 
 def timed(action: Callable[[], object], runs: int) -> list[float]:
@@ -92,6 +99,19 @@ def gpuq_drain(client: httpx.Client, count: int) -> None:
         wait_ended(client, client.get(f"/v1/jobs/{job_id}").json())
 
 
+def bare_polled(client: httpx.Client) -> None:
+    """The polled figure's floor: a spec validated and stored durably by a bare FastAPI
+    route, one poll interval, one poll of a constant."""
+    client.post("/stored", json=SPEC).raise_for_status()
+    time.sleep(POLL_S)
+    client.get("/const").raise_for_status()
+
+
+def gpuq_submit(client: httpx.Client, count: int) -> None:
+    for _ in range(count):
+        client.post("/v1/jobs", json=SPEC).raise_for_status()
+
+
 def measure_gpuq(runs: int, jobs: int, seconds: float) -> Figures:
     # Warm workers are for Keras jobs; one importing TensorFlow meanwhile would only add noise.
     with (
@@ -105,8 +125,16 @@ def measure_gpuq(runs: int, jobs: int, seconds: float) -> Figures:
         job_id = client.get("/v1/jobs", params={"limit": 1}).json()["jobs"][0]["id"]
         polls = wrk(f"{url}/v1/jobs/{job_id}", connections=1, duration_s=seconds)
         accepted, refused = gpuq_accept_rate(url, seconds)
-    with gpuq_server("--api-only", GPUQ_WARM_WORKERS="0") as url:
+    with (
+        gpuq_server("--api-only", GPUQ_WARM_WORKERS="0") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        gpuq_submit(client, 1)  # warm
+        submitted = timed(lambda: gpuq_submit(client, jobs), 1)[0]
         api_only, refused_api_only = gpuq_accept_rate(url, seconds)
+    with bare_server() as url, httpx.Client(base_url=url, timeout=60) as client:
+        bare_polled(client)  # warm
+        bare = timed(lambda: bare_polled(client), runs)
     return Figures(
         polled,
         blocking,
@@ -116,6 +144,8 @@ def measure_gpuq(runs: int, jobs: int, seconds: float) -> Figures:
         polls.requests_per_s - polls.errors / seconds,
         api_only,
         refused_api_only,
+        bare,
+        submitted,
     )
 
 
@@ -217,6 +247,12 @@ def row(what: str, target: str, gpuq: float, tsp: float, fmt: str) -> list[str]:
     return [what, *cells, "yes" if met else "NO"]
 
 
+def beside(what: str, figure: float, baseline: float, fmt: str) -> list[str]:
+    """A row for information, with no target: a figure that explains the row above it."""
+    cells = [format(figure, fmt), format(baseline, fmt), f"{figure / baseline:.2f}"]
+    return [what, *cells, "-", ""]
+
+
 def rows(gpuq: Figures, tsp: Figures, jobs: int, seconds: float) -> list[list[str]]:
     def ms(values: list[float]) -> float:
         return statistics.median(values) * 1e3
@@ -225,8 +261,15 @@ def rows(gpuq: Figures, tsp: Figures, jobs: int, seconds: float) -> list[list[st
     accepted = f"accepted/s, {CLIENTS} clients for {seconds:g} s"
     if gpuq.refused:
         accepted += f" ({gpuq.refused} refused by gpuq)"
+
     return [
         row(polled, "polled", ms(gpuq.polled_s), ms(tsp.polled_s), ".1f"),
+        beside(
+            "  floor: bare FastAPI, durable POST + one poll",
+            ms(gpuq.bare_polled_s),
+            ms(tsp.polled_s),
+            ".1f",
+        ),
         row(
             "submit → finished, blocking wait (median ms)",
             "blocking",
@@ -235,16 +278,20 @@ def rows(gpuq: Figures, tsp: Figures, jobs: int, seconds: float) -> list[list[st
             ".1f",
         ),
         row(f"{jobs} jobs through 2 slots (s)", "drain", gpuq.drain_s, tsp.drain_s, ".2f"),
+        beside(
+            f"  floor: the {jobs} submissions alone, gpuq --api-only",
+            gpuq.submitted_s,
+            tsp.drain_s,
+            ".2f",
+        ),
         row(accepted, "accept", gpuq.accepted_per_s, tsp.accepted_per_s, ".0f"),
-        [
+        beside(
             "  the same, gpuq --api-only (no scheduler)"
             + (f" ({gpuq.refused_api_only} refused)" if gpuq.refused_api_only else ""),
-            f"{gpuq.accepted_api_only_per_s:.0f}",
-            f"{tsp.accepted_per_s:.0f}",
-            f"{gpuq.accepted_api_only_per_s / tsp.accepted_per_s:.2f}",
-            "-",
-            "",
-        ],
+            gpuq.accepted_api_only_per_s,
+            tsp.accepted_per_s,
+            ".0f",
+        ),
         row(
             f"polls/s of one job, 1 client for {seconds:g} s (gpuq: wrk, 1 connection)",
             "poll",
