@@ -205,7 +205,14 @@ class SlurmExecutor:
     def exited(self) -> list[Exit]:
         self._refresh()
         with self._lock:
-            ended = [job for job in self._jobs.values() if job.phase == Phase.ended]
+            # One that ran is reported started (`started`, the next step's `follow`) before
+            # its end: it can start and end between this step's looks, and gpuq cannot end
+            # a job it still has queued.
+            ended = [
+                job
+                for job in self._jobs.values()
+                if job.phase == Phase.ended and (job.reported_start or not job.ran())
+            ]
             for job in ended:
                 del self._jobs[job.job_id]
         exits = []
