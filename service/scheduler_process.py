@@ -57,8 +57,10 @@ def main(argv: list[str]) -> int:
         except OSError:  # gpuq serve is gone; the socket's end stops this process next
             pass
 
-    said = logging.getLogger("service.team.run_as")  # gpuq serve said it as it started
-    said.setLevel(logging.ERROR)
+    # gpuq serve said who jobs run as, and that it found no GPU, as it started.
+    said = [logging.getLogger(name) for name in ("service.team.run_as", "service.gpus.inventory")]
+    for logger in said:
+        logger.setLevel(logging.ERROR)
     try:
         service = Service.open(settings)
     except (InventoryError, SchedulerLocked, RunAsError) as exc:  # each says why
@@ -68,7 +70,8 @@ def main(argv: list[str]) -> int:
         log.exception("the scheduler could not start")
         send(ERROR + f" the scheduler could not start: {exc!r}".encode())
         return 1
-    said.setLevel(logging.NOTSET)
+    for logger in said:
+        logger.setLevel(logging.NOTSET)
     try:
         service.db.notices.forward(lambda: send(COMMIT))
         send(READY)

@@ -54,6 +54,15 @@ def test_a_start_says_each_fact_once_and_nothing_of_the_libraries(tmp_path: Path
     assert re.fullmatch(rf"gpuq: database sqlite:///{home}/gpuq\.db, schema \d{{4}}", database)
 
 
+def test_simulated_gpus_chosen_for_want_of_a_driver_are_said_once(tmp_path: Path):
+    server = Server(tmp_path / "gpuq")
+    server.env["GPUQ_GPUS"] = "auto"  # this machine has no NVIDIA driver
+    messages = start_and_stop(server)
+    assert "running on SIMULATED GPUs (sim:2x16GiB)" in one(
+        messages, "service.gpus.inventory: NO NVIDIA GPU FOUND"
+    )
+
+
 def test_at_debug_level_the_libraries_speak_too(tmp_path: Path):
     server = Server(tmp_path / "gpuq")
     server.env["GPUQ_LOG_LEVEL"] = "debug"
