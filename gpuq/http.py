@@ -40,28 +40,35 @@ POLL_WAIT_S = 30.0
 class ApiError(Exception):
     """The server refused the request, or could not be reached; the message says why.
 
-    `status_code` is the HTTP status (e.g. 404), or None when no answer came.
+    `status_code` is the HTTP status (e.g. 404), or None when no answer came; `errors`, a
+    422's refusals one by one (`loc`, the field's path from `body`, and `msg`).
     """
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        errors: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
-
-
-def _detail(response: httpx.Response) -> str:
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        return response.text.strip() or response.reason_phrase
-    if isinstance(detail, list):  # validation errors: one line per field
-        return "\n".join(
-            f"{'.'.join(str(p) for p in e.get('loc', [])[1:])}: {e.get('msg')}" for e in detail
-        )
-    return str(detail)
+        self.errors = errors or []
 
 
 def _refused(response: httpx.Response) -> ApiError:
-    return ApiError(f"{response.status_code}: {_detail(response)}", response.status_code)
+    """The server's refusal: its words (a 422's one line per field) and its errors."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        words = response.text.strip() or response.reason_phrase
+        return ApiError(f"{response.status_code}: {words}", response.status_code)
+    if not isinstance(detail, list):
+        return ApiError(f"{response.status_code}: {detail}", response.status_code)
+    errors = [e for e in detail if isinstance(e, dict)]
+    words = "\n".join(
+        f"{'.'.join(str(p) for p in e.get('loc', [])[1:])}: {e.get('msg')}" for e in errors
+    )
+    return ApiError(f"{response.status_code}: {words}", response.status_code, errors)
 
 
 class Client:

@@ -10,13 +10,14 @@ import os
 import pwd
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gpuq.http import Client
+from gpuq.http import ApiError, Client
 from service.cli import run_spec, sweeps, units
 from service.cli.attach import attach
 from service.cli.follow import (
@@ -256,15 +257,33 @@ def run_or_shell(
     if sweep:
         raise typer.Exit(_sweep(api, spec, detach=detach, as_json=as_json))
     if dry_run:
-        print(preview_text(api.json("POST", "/v1/jobs", json=spec, params={"dry_run": "true"})))
+        with options_named():
+            preview = api.json("POST", "/v1/jobs", json=spec, params={"dry_run": "true"})
+        print(preview_text(preview))
         return
-    job = api.json("POST", "/v1/jobs", json=spec)
+    with options_named():
+        job = api.json("POST", "/v1/jobs", json=spec)
     if detach:
         print(job["id"])
         note(f"job {job['id']} queued; `gpuq logs -f {job['id']}` follows it")
         return
     code = _shell(api, job) if session else follow(api, job, as_json=as_json)
     raise typer.Exit(code)
+
+
+@contextmanager
+def options_named() -> Iterator[None]:
+    """A value gpuq refused (a 422 on a field an option sets: more GPUs than the box has, a
+    dependency that is not there) is exit 2 naming that option, as a value refused here is."""
+    try:
+        yield
+    except ApiError as exc:
+        loc = exc.errors[0].get("loc", []) if exc.status_code == 422 and exc.errors else []
+        option = run_spec.option_for(loc[1:]) if loc[:1] == ["body"] else None
+        if option is None:
+            raise
+        hint = option if option.isupper() else f"'{option}'"
+        raise typer.BadParameter(exc.errors[0].get("msg", str(exc)), param_hint=hint) from None
 
 
 def _no_sweep_options(**given: Any) -> None:
@@ -278,7 +297,8 @@ def _no_sweep_options(**given: Any) -> None:
 def _sweep(api: Client, spec: dict[str, Any], *, detach: bool, as_json: bool) -> int:
     """Submits the sweep; with --detach prints it (its id, or with --json all of it) and
     returns, else follows it to its end."""
-    made = api.json("POST", "/v1/sweeps", json=spec)
+    with options_named():
+        made = api.json("POST", "/v1/sweeps", json=spec)
     if detach:
         if as_json:
             print(json.dumps(made, indent=2))

@@ -42,7 +42,15 @@ OPTIONS = {
     ("command", "argv"): "PROGRAM",
     ("command", "workdir"): "the current folder",
     ("resources",): "--gpus",  # the GPUs asked for disagree with each other
+    ("sweep",): "--sweep",  # a sweep's own options are checked before it is sent
 }
+
+
+def option_for(loc: Sequence[object]) -> str | None:
+    """The option that sets the spec field at `loc` (its path in the spec); None if none
+    does."""
+    path = tuple(str(part) for part in loc)
+    return next((o for f, o in OPTIONS.items() if path[: len(f)] == f), None)
 
 
 class BadOption(ValueError):
@@ -158,7 +166,6 @@ def build(
         JobSpec.model_validate(spec, strict=False)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = tuple(str(p) for p in first["loc"])
-        option = next((o for f, o in OPTIONS.items() if loc[: len(f)] == f), "the options")
+        option = option_for(first["loc"]) or "the options"
         raise BadOption(option, first["msg"].removeprefix("Value error, ")) from None
     return spec

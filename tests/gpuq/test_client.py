@@ -101,6 +101,10 @@ def test_errors_raise_api_error_with_the_servers_message(gq, tmp_path):
     with pytest.raises(ApiError, match=r"resources\.gpus: 5 GPUs requested") as invalid:
         gq.submit(command_spec("pass", gpus=5))
     assert invalid.value.status_code == 422
+    [error] = invalid.value.errors
+    assert error["loc"] == ["body", "resources", "gpus"]
+    assert error["msg"] == "5 GPUs requested but this box has 2"
+    assert refused.value.errors == []
     job = gq.wait(gq.submit(command_spec("pass", gpus=0)).id, timeout_s=60)
     with pytest.raises(ApiError, match=r"^404: ") as missing:
         gq.download(job.id, "no-such-file.txt", tmp_path / "nothing.txt")

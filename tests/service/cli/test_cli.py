@@ -268,6 +268,29 @@ def test_errors_are_one_line_on_stderr_and_bad_arguments_exit_2(gpuq, tmp_path):
     assert missing_file.code == 2 and missing_file.err.startswith("gpuq: cannot read")
 
 
+@pytest.mark.parametrize(
+    ("args", "option", "words"),
+    [
+        (["--gpus", "3"], "'--gpus'", "3 GPUs requested but this box has 2"),
+        (["--gpus", "3", "--dry-run"], "'--gpus'", "3 GPUs requested but this box has 2"),
+        (["--after", "999"], "'--after'", "job 999 does not exist"),
+        (
+            ["--sweep", "lr=1,2", "--gpus", "3", "-d"],
+            "'--gpus'",
+            "3 GPUs requested but this box has 2",
+        ),
+    ],
+)
+def test_a_value_gpuq_refuses_is_exit_2_naming_the_option(
+    api, gpuq, monkeypatch, args, option, words
+):
+    monkeypatch.setenv("COLUMNS", "300")
+    ran = gpuq("run", *args, "--", "true")
+    assert ran.code == 2, ran
+    assert f"Invalid value for {option}: {words}" in ran.err
+    assert api.get("/v1/jobs").json()["jobs"] == []
+
+
 def test_ctrl_c_exits_130(capsys):
     def interrupted(request: httpx.Request) -> httpx.Response:
         raise KeyboardInterrupt
