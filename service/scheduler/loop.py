@@ -23,8 +23,9 @@ Under an executor with a queue of its own (Slurm) the steps are
 (handover.py): the executor places and orders; gpuq hands it the queue and follows it.
 
 It wakes when a job is submitted or cancelled (`wake()`), when the executor reports an
-exit, and every `active_poll_s` while jobs run so progress keeps flowing. It never blocks
-on a child.
+exit, every `active_poll_s` while jobs run so progress keeps flowing (`idle_poll_s` when
+none do), and when the queue positions a plan left as they were are due to be rewritten.
+It never blocks on a child.
 """
 
 import logging
@@ -132,7 +133,8 @@ class Scheduler:
                 log.exception("scheduler step failed; trying again")
             self.books.stats.step_seconds.observe(time.monotonic() - began)
             poll = settings.active_poll_s if self.books.running else settings.idle_poll_s
-            self._wake.wait(poll)
+            wanted = self.placer.wanted_in_s()
+            self._wake.wait(poll if wanted is None else min(poll, wanted))
 
     # --- the steps ---------------------------------------------------------------------------
 

@@ -59,6 +59,11 @@ class Placer:
             within=within,
         )
 
+    def wanted_in_s(self) -> float | None:
+        """Seconds until a plan is wanted whatever happens (positions a plan left behind);
+        None if none is."""
+        return self._replan.wanted_in_s()
+
     def place(self) -> None:
         """Starts the queued jobs that may start now; records why and where the others wait.
         Nothing, not even a snapshot, if nothing changed since the last plan (`replan`)."""

@@ -55,6 +55,7 @@ class Replan:
         self._running: frozenset[int] | None = None
         self._seen: tuple[Any, ...] | None = None
         self._next_at = 0.0  #: monotonic: plan again by then whatever happens
+        self._wanted_at: float | None = None  #: `plan_by`'s moment: the loop wakes for it
 
     def due(self, connection: Connection, running: frozenset[int]) -> tuple[Any, ...] | None:
         """The fingerprint to plan with, read in the plan's snapshot's transaction (or
@@ -74,10 +75,19 @@ class Replan:
         now, wall = time.monotonic(), utcnow()
         waits = [(moment - wall).total_seconds() for moment in falls_due if moment > wall]
         self._next_at = now + min([REPLAN_EVERY_S, *waits])
+        self._wanted_at = None
 
     def plan_by(self, moment: float) -> None:
-        """Plans again by `moment` (monotonic) at the latest, whatever happens."""
+        """Plans again by `moment` (monotonic) at the latest, whatever happens: the loop,
+        idle or not, wakes for it (`wanted_in_s`)."""
         self._next_at = min(self._next_at, moment)
+        self._wanted_at = min(self._wanted_at or moment, moment)
+
+    def wanted_in_s(self) -> float | None:
+        """Seconds until the plan `plan_by` asked for (0 if overdue); None if none was."""
+        if self._wanted_at is None:
+            return None
+        return max(0.0, self._wanted_at - time.monotonic())
 
     def forget(self) -> None:
         """The last plan's writes did not commit: the next step plans again."""

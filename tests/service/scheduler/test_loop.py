@@ -12,7 +12,7 @@ from sqlmodel import select
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from service import jobs
-from service.gpus import registry
+from service.gpus import maintenance, registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
 from service.scheduler import place
@@ -162,6 +162,35 @@ def test_positions_left_behind_by_a_start_are_rewritten_when_the_period_ends(
         for job_id in list(scheduler.books.running):
             scheduler.books.executor.signal(job_id, signal.SIGKILL)
         scheduler.books.executor.close()
+
+
+def test_positions_left_behind_on_an_idle_box_are_rewritten_when_the_period_ends(
+    db, scheduler, monkeypatch
+):
+    """With nothing running the loop sleeps `idle_poll_s`, but not past the moment the
+    positions a cancel moved are due."""
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 2.0)
+    settings = scheduler.books.settings.model_copy(update={"idle_poll_s": 60.0})
+    scheduler.books.settings = settings
+    maintenance.drain(db, None, "driver upgrade", "root")  # nothing starts: all wait
+    spec = JobSpec.model_validate(command_spec("pass", gpus=1))
+    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while jobs.get_job(db, third).queue_position != 3:
+            assert time.monotonic() < deadline, "never numbered"
+            time.sleep(0.05)
+        with db.write() as session:
+            jobs.transition(session, first, JobStatus.cancelled)
+        cancelled = time.monotonic()
+        scheduler.wake()
+        while jobs.get_job(db, third).queue_position != 2:
+            assert time.monotonic() - cancelled < 4, "the positions waited for the idle poll"
+            time.sleep(0.05)
+        assert jobs.get_job(db, second).queue_position == 1
+    finally:
+        scheduler.stop()
 
 
 def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
