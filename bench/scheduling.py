@@ -20,6 +20,7 @@ import argparse
 import heapq
 import random
 import signal
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -198,9 +199,10 @@ def planning_time(queued: int, repeats: int = 5) -> float:
     return statistics.median(seconds)
 
 
-def scheduler_step_s(queued: int, repeats: int = 3) -> float:
+def scheduler_step_s(queued: int, repeats: int = 3, *, ended: int = 0) -> float:
     """Median seconds of the real scheduler's placement step (read the queue from SQLite,
-    plan, record wait reasons) with `queued` one-GPU jobs waiting and every GPU taken."""
+    plan, record wait reasons) with `queued` one-GPU jobs waiting and every GPU taken, and
+    `ended` one-GPU jobs that ended over the last day (fair share weighs them all)."""
     spec = {
         "name": "queued",
         "kind": "command",
@@ -210,6 +212,7 @@ def scheduler_step_s(queued: int, repeats: int = 3) -> float:
     with tempfile.TemporaryDirectory(prefix="gpuq-bench-") as tmp:
         home = Path(tmp)
         populate(home, queued, spec=spec, queued_every=1)
+        add_ended(home, ended)
         service = Service.open(Settings(home=home, gpus="sim:8x80GiB"), schedule=False)
         scheduler = service.scheduler
         assert isinstance(scheduler, Scheduler)
@@ -231,11 +234,35 @@ def scheduler_step_s(queued: int, repeats: int = 3) -> float:
     return statistics.median(seconds)
 
 
+def add_ended(home: Path, count: int) -> None:
+    """`count` copies of job 1 that ran a minute each and ended over the last day, by four
+    owners."""
+    with sqlite3.connect(home / "gpuq.db") as conn:
+        kept = ("id", "owner", "status", "started_at", "finished_at", "rev")
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(job)")]
+        copied = [c for c in columns if c not in kept]
+        conn.execute(
+            f"""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
+            INSERT INTO job (id, owner, status, started_at, finished_at, {", ".join(copied)})
+            SELECT (SELECT max(id) FROM job) + n.i, 'user' || (n.i % 4), 'succeeded',
+                   datetime('now', '-' || (n.i % 86400) || ' seconds', '-60 seconds'),
+                   datetime('now', '-' || (n.i % 86400) || ' seconds'),
+                   {", ".join(f"job.{c}" for c in copied)}
+            FROM n, job WHERE job.id = 1
+            """,
+            {"count": count},
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--load", type=float, default=1.5, help="whole-GPU demand / capacity")
     parser.add_argument("--queued", type=int, default=10_000)
+    parser.add_argument(
+        "--ended", type=int, default=100_000, help="GPU jobs ended in fair share's horizon"
+    )
     args = parser.parse_args()
     jobs = trace(args.jobs, args.load)
     rows = []
@@ -273,6 +300,13 @@ def main() -> None:
     print(
         f"scheduler step (SQLite read + plan + wait reasons) with {args.queued:,} jobs "
         f"queued: {step * 1e3:.0f} ms"
+    )
+    alone, behind = scheduler_step_s(100, 5), scheduler_step_s(100, 5, ended=args.ended)
+    ratio = behind / alone
+    print(
+        f"scheduler step with 100 jobs queued and {args.ended:,} GPU jobs ended within fair "
+        f"share's horizon: {behind * 1e3:.1f} ms, {ratio:.2f}x one with none "
+        f"({alone * 1e3:.1f} ms; target <= 2x: {'met' if ratio <= 2 else 'MISSED'})"
     )
 
 

@@ -2,6 +2,7 @@
 start now and record why and where every other queued job waits, all in one write
 transaction, then launch what it claimed (`starting.batch`). Also the dry run."""
 
+import threading
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from gpuq.contract.states import Reason
 from service.jobs import writes
 from service.public import Preview, VictimPublic
 from service.scheduler import preempt, snapshot
+from service.scheduler.ended_usage import EndedUsage
 from service.scheduler.placement import order
 from service.scheduler.preemption import Candidate
 from service.scheduler.queued import PREVIEW_ID, QueueReader, request_for_spec
@@ -34,12 +36,17 @@ class Placer:
         self._positions_at = 0.0  #: when every queue position was last brought up to date
         self._replan = Replan()
         self._queue = QueueReader()  #: the plan's own; a dry run (an API thread) reads afresh
+        #: fair share's usage of the jobs that ended: the plan's, and the dry runs' (kept
+        #: too: read afresh, it costs a second at 100,000 jobs), taken one at a time
+        self._ended: dict[str, EndedUsage] = {}
+        self._previewing = threading.Lock()
 
     def _snapshot(
         self,
         *,
         skip_if_idle: bool = False,
         reader: QueueReader | None = None,
+        ended: EndedUsage | None = None,
         active: snapshot.Active | None = None,
         within: Session | None = None,
     ) -> snapshot.Snapshot | None:
@@ -56,8 +63,17 @@ class Placer:
             job_sessions=active.sessions,
             skip_if_idle=skip_if_idle,
             reader=reader,
+            ended=ended,
             within=within,
         )
+
+    def _ended_usage(self, whose: str) -> EndedUsage:
+        """The `EndedUsage` kept for `whose` (a new one if the half-life setting changed)."""
+        half_life_s = self.books.settings.fair_share_half_life_s
+        kept = self._ended.get(whose)
+        if kept is None or kept.half_life_s != half_life_s:
+            kept = self._ended[whose] = EndedUsage(half_life_s)
+        return kept
 
     def wanted_in_s(self) -> float | None:
         """Seconds until a plan is wanted whatever happens (positions a plan left behind);
@@ -72,7 +88,12 @@ class Placer:
             seen = self._replan.due(session.connection(), running)
             if seen is None:
                 return
-            snap = self._snapshot(skip_if_idle=True, reader=self._queue, within=session)
+            snap = self._snapshot(
+                skip_if_idle=True,
+                reader=self._queue,
+                ended=self._ended_usage("plan"),
+                within=session,
+            )
         self._replan.planned(seen, running, [] if snap is None else snap.falls_due)
         if snap is None:
             return
@@ -112,7 +133,8 @@ class Placer:
     def preview(self, spec: JobSpec, owner: str, active: snapshot.Active | None = None) -> Preview:
         """Where `spec` would start if `owner` submitted it now, or why it would wait.
         `active`: what runs, where another process runs the jobs (`snapshot.active`)."""
-        snap = self._snapshot(active=active)
+        with self._previewing:
+            snap = self._snapshot(active=active, ended=self._ended_usage("preview"))
         assert snap is not None  # only an idle-skipping snapshot is ever None
         inputs = snap.inputs
         inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))

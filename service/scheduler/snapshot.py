@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Select, Table, bindparam, func, select
+from sqlalchemy import Connection, Select, Table, func, select
 from sqlmodel import Session, col
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
@@ -19,6 +19,7 @@ from service.gpus import maintenance
 from service.gpus.registry import GpuRegistry, unavailable
 from service.gpus.states import GpuState
 from service.jobs.writes import JOB, JobRow
+from service.scheduler.ended_usage import EndedUsage
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
 from service.scheduler.queued import QueuedJob, QueueReader
@@ -27,9 +28,6 @@ from service.store.db import Database, utcnow
 from service.store.tables import Job, Sweep
 
 SWEEP: Table = Sweep.__table__  # type: ignore[attr-defined]
-
-#: Finished jobs older than this many half-lives no longer count for fair share.
-USAGE_HORIZON_HALF_LIVES = 20
 
 
 @dataclass
@@ -80,22 +78,23 @@ def take(
     job_sessions: set[int],
     skip_if_idle: bool = False,
     reader: QueueReader | None = None,
+    ended: EndedUsage | None = None,
     within: Session | None = None,
 ) -> Snapshot | None:
     """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
     tick costs one indexed query rather than a scan of recent jobs and a GPU reading.
-    `reader`: the scheduler's own, which keeps what it read from one step to the next;
-    `within`: a read transaction of the caller's to read in (else one of its own)."""
+    `reader` and `ended`: the scheduler's own, which keep what they read from one step to
+    the next (the queue; fair share's usage of the jobs that ended); `within`: a read
+    transaction of the caller's to read in (else one of its own)."""
     now_dt = utcnow()
     now = time.time()
-    horizon = now - USAGE_HORIZON_HALF_LIVES * settings.fair_share_half_life_s
     with db.read() if within is None else nullcontext(within) as session:
         queued = (reader or QueueReader()).read(session.connection())
         if skip_if_idle and not queued:
             return None
         connection = session.connection()
-        since = datetime.fromtimestamp(horizon, now_dt.tzinfo)
-        recent = connection.execute(_recent(), {"since": since}).all()
+        used = (ended or EndedUsage(settings.fair_share_half_life_s)).read(connection, now)
+        active = {j.id: j for j in connection.execute(_active())}
         others = [j for j in queued.values() if not j.plain]
         needed = {d for j in others for d in j.depends_on}
         dependencies: dict[int | None, Dependency] = (
@@ -118,20 +117,17 @@ def take(
                 draining=g.state == GpuState.draining and drained is None,
             )
         )
-    active = {j.id: j for j in recent if j.status in ACTIVE}
     ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
     claims = [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in allocations]
     running: dict[str, int] = {}
     for j in active.values():
         running[j.owner] = running.get(j.owner, 0) + j.gpu_count
-    usage = decayed_usage(
-        (
-            Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, _seconds(j.finished_at))
-            for j in recent
-        ),
-        now,
-        settings.fair_share_half_life_s,
+    intervals = (
+        Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, None) for j in active.values()
     )
+    usage = decayed_usage(intervals, now, settings.fair_share_half_life_s)
+    for owner, seconds in used.items():
+        usage[owner] = usage.get(owner, 0.0) + seconds
     snapshot = Snapshot(
         queued=queued,
         inputs=PlanInputs(
@@ -172,22 +168,16 @@ def take(
 
 
 @cache
-def _recent() -> Select[Any]:
-    """The GPU jobs that run, or ended after `:since`: fair share and claims' ends. Built
-    once: every scheduler step runs it."""
+def _active() -> Select[Any]:
+    """The GPU jobs that run: fair share and claims' ends (the jobs that ended are
+    `EndedUsage`'s). Built once: every scheduler step runs it."""
     return select(
         JOB.c.id,
         JOB.c.owner,
-        JOB.c.status,
         JOB.c.gpu_count,
         JOB.c.started_at,
-        JOB.c.finished_at,
         JOB.c.spec["time_limit_s"].as_float().label("time_limit_s"),
-    ).where(
-        JOB.c.started_at.is_not(None),
-        JOB.c.gpu_count > 0,
-        JOB.c.status.in_(ACTIVE) | (JOB.c.finished_at > bindparam("since")),
-    )
+    ).where(JOB.c.status.in_(ACTIVE), JOB.c.started_at.is_not(None), JOB.c.gpu_count > 0)
 
 
 def max_parallel(connection: Connection, ids: set[int]) -> dict[int, int]:
