@@ -237,6 +237,8 @@ def scheduler_step_s(queued: int, repeats: int = 3, *, ended: int = 0) -> float:
 def add_ended(home: Path, count: int) -> None:
     """`count` copies of job 1 that ran a minute each and ended over the last day, by four
     owners."""
+    if not count:
+        return
     with sqlite3.connect(home / "gpuq.db") as conn:
         kept = ("id", "owner", "status", "started_at", "finished_at", "rev")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(job)")]
