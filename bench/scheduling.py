@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.common import table
-from bench.scale import populate
+from bench.scale import COPIED, populate
 from service.runtime import Service
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.loop import Scheduler
@@ -239,18 +239,15 @@ def add_ended(home: Path, count: int) -> None:
     owners."""
     if not count:
         return
-    with sqlite3.connect(home / "gpuq.db") as conn:
-        kept = ("id", "owner", "status", "started_at", "finished_at", "rev")
-        columns = [row[1] for row in conn.execute("PRAGMA table_info(job)")]
-        copied = [c for c in columns if c not in kept]
+    with sqlite3.connect(home / "gpuq.db") as conn:  # as `bench.scale.populate` copies
         conn.execute(
             f"""
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
-            INSERT INTO job (id, owner, status, started_at, finished_at, {", ".join(copied)})
+            INSERT INTO job (id, owner, status, started_at, finished_at, {", ".join(COPIED)})
             SELECT (SELECT max(id) FROM job) + n.i, 'user' || (n.i % 4), 'succeeded',
                    datetime('now', '-' || (n.i % 86400) || ' seconds', '-60 seconds'),
                    datetime('now', '-' || (n.i % 86400) || ' seconds'),
-                   {", ".join(f"job.{c}" for c in copied)}
+                   {", ".join(f"job.{c}" for c in COPIED)}
             FROM n, job WHERE job.id = 1
             """,
             {"count": count},

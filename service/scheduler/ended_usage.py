@@ -39,7 +39,6 @@ class EndedUsage:
     """Each owner's decayed GPU-seconds of the GPU jobs that ended within the horizon."""
 
     def __init__(self, half_life_s: float) -> None:
-        self.half_life_s = half_life_s
         self._rate = math.log(2) / half_life_s
         self._horizon_s = HORIZON_HALF_LIVES * half_life_s
         self._rebase_s = REBASE_HALF_LIVES * half_life_s

@@ -35,12 +35,13 @@ class Placer:
         self.books = books
         self._positions_at = 0.0  #: when every queue position was last brought up to date
         self._replan = Replan()
+        half_life_s = books.settings.fair_share_half_life_s
         self._queue = QueueReader()  #: the plan's own
-        #: fair share's usage of the jobs that ended: the plan's and the dry runs'
-        self._ended: dict[str, EndedUsage] = {}
+        self._ended = EndedUsage(half_life_s)  #: the same, for fair share's ended jobs
         #: The dry runs' (API threads, one at a time) keep theirs too: read afresh, 10,000
         #: queued jobs cost a dry run 230 ms, and 100,000 ended ones a second.
         self._preview_queue = QueueReader()
+        self._preview_ended = EndedUsage(half_life_s)
         self._previewing = threading.Lock()
 
     def _snapshot(
@@ -69,14 +70,6 @@ class Placer:
             within=within,
         )
 
-    def _ended_usage(self, whose: str) -> EndedUsage:
-        """The `EndedUsage` kept for `whose` (a new one if the half-life setting changed)."""
-        half_life_s = self.books.settings.fair_share_half_life_s
-        kept = self._ended.get(whose)
-        if kept is None or kept.half_life_s != half_life_s:
-            kept = self._ended[whose] = EndedUsage(half_life_s)
-        return kept
-
     def wanted_in_s(self) -> float | None:
         """Seconds until a plan is wanted whatever happens (positions a plan left behind);
         None if none is."""
@@ -91,10 +84,7 @@ class Placer:
             if seen is None:
                 return
             snap = self._snapshot(
-                skip_if_idle=True,
-                reader=self._queue,
-                ended=self._ended_usage("plan"),
-                within=session,
+                skip_if_idle=True, reader=self._queue, ended=self._ended, within=session
             )
         self._replan.planned(seen, running, [] if snap is None else snap.falls_due)
         if snap is None:
@@ -137,7 +127,7 @@ class Placer:
         `active`: what runs, where another process runs the jobs (`snapshot.active`)."""
         with self._previewing:
             snap = self._snapshot(
-                reader=self._preview_queue, ended=self._ended_usage("preview"), active=active
+                reader=self._preview_queue, ended=self._preview_ended, active=active
             )
         assert snap is not None  # only an idle-skipping snapshot is ever None
         inputs = snap.inputs
