@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuq.contract.crash_site import CRASH_SIGNALS, crash_site
 from gpuq.contract.exits import REASONS
 from gpuq.contract.states import JobStatus, Reason
 
@@ -52,6 +53,8 @@ KILLED_FOR = {
     Reason.placement_violation: "used a GPU it was not given",
 }
 
+#: How far back from its log's end an out-of-memory message counts as why a program ended.
+OOM_LINES = 50
 #: Out-of-memory words in a log: TensorFlow's, PyTorch's, then JAX's (XLA's).
 OOM_MARKERS = (
     "ResourceExhaustedError",
@@ -73,8 +76,8 @@ def classify(
 ) -> Outcome:
     """Judges a job from the runner's `exit.json`, the words left about its end (`detail`:
     the training process's `failed` event, or the scheduler's over-cap kill), whether the
-    scheduler stopped it (for `preempted_by`, when preempted), and (for a user's own
-    program) its last log lines.
+    scheduler stopped it (for `preempted_by`, when preempted), and its last log lines (an
+    out-of-memory message in a user's own program; the stacks a crash left).
 
     Exit codes mean something only for gpuq's own training process (`builtin`); a user's
     program may use any code."""
@@ -145,18 +148,34 @@ def classify(
         return Outcome(
             JobStatus.failed,
             Reason.signal,
-            f"the training process was killed by {_signal_name(number)}"
-            + ("; SIGKILL often means the host ran out of memory" if number == 9 else ""),
+            _killed(number, builtin, log_tail),
             None,
             number or None,
         )
     reason = REASONS.get(code, Reason.nonzero_exit) if builtin else Reason.nonzero_exit
     said = detail or f"the {'training process' if builtin else 'program'} exited with code {code}"
-    oom = next((line for line in reversed(log_tail) if any(m in line for m in OOM_MARKERS)), None)
+    last = log_tail[-OOM_LINES:]
+    oom = next((line for line in reversed(last) if any(m in line for m in OOM_MARKERS)), None)
     if reason == Reason.nonzero_exit and oom is not None and detail is None:
         reason, said = Reason.gpu_oom, f"ran out of GPU memory ({oom.strip()[:300]})"
     hint = HINTS.get(reason)
     return Outcome(JobStatus.failed, reason, f"{said}: {hint}" if hint else said, code)
+
+
+def _killed(number: int, builtin: bool, log_tail: Sequence[str]) -> str:
+    """Why a program that a signal ended is gone: a crash says where, if its log says."""
+    who = "training process" if builtin else "program"
+    if number not in CRASH_SIGNALS:
+        return f"the {who} was killed by {_signal_name(number)}" + (
+            "; SIGKILL often means the host ran out of memory" if number == 9 else ""
+        )
+    said = f"the {who} crashed ({_signal_name(number)})"
+    site = crash_site(log_tail)
+    if site is None:
+        return f"{said}; its log holds no Python stack"
+    frame, own = site
+    where = f"in {frame}" if own else f"outside Python, its main thread in {frame}"
+    return f"{said} {where}; the stack is in the log"
 
 
 def _on_node(

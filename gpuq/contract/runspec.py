@@ -39,6 +39,8 @@ def device_environment(base: Mapping[str, str], devices: DevicePlan) -> dict[str
         PYTHONUNBUFFERED="1",
     )
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    # A crash leaves every Python thread's stack in the log (`gpuq.contract.crash_site`).
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     if devices.memory_limit_mb is not None:
         # The async allocator ignores TensorFlow's per-device limit: it would lift the cap.
         env.pop("TF_GPU_ALLOCATOR", None)

@@ -4,10 +4,11 @@ API (reads, long polls, the event stream, the dashboard and the CLI, which read 
 Its owner and admins see everything. Others never see its webhook URL (it may embed a
 token, as Slack's do). Under GPUQ_RUN_AS=owner a job's run is its owner's alone, as its
 files on disk are, so others also miss what the run said: its log lines (`log_tail`), its
-own words in `message` and in a retry's `wait_reason` (an exception, a log line), and its
-spec's `command.env` and `idle_exempt` reason. They keep its state, reason, resources,
-placement, progress and metrics. Each field left out is named in `hidden`. Under
-`service` every job runs as one account and can read the others' files anyway.
+own words in `message` and in a retry's `wait_reason` (an exception, a log line, the frame a
+crash ended in), and its spec's `command.env` and `idle_exempt` reason. They keep its state,
+reason, resources, placement, progress and metrics. Each field left out is named in
+`hidden`. Under `service` every job runs as one account and can read the others' files
+anyway.
 
 Webhook deliveries carry the whole job: they go to the job's own webhook, the owner's.
 """
@@ -25,7 +26,6 @@ S = TypeVar("S", bound=SweepSummary)
 #: Reasons whose `message` is gpuq's own words alone, never the job's.
 OWN_WORDS = frozenset(
     {
-        Reason.signal,
         Reason.host_oom,
         Reason.worker_lost,
         Reason.cancelled_by_user,
@@ -40,6 +40,8 @@ OWN_WORDS = frozenset(
 #: (its `failed` event, a log line, its program's launch error).
 MEANING = {
     Reason.nonzero_exit: "exited with a non-zero code",
+    # A crash names the frame its stack in the log ends in: a path of the job's.
+    Reason.signal: "was ended by a signal (see exit_signal)",
     Reason.gpu_oom: "ran out of GPU memory",
     Reason.memory_cap_exceeded: "went over its GPU memory cap",
     Reason.placement_violation: "used a GPU it was not given",

@@ -29,7 +29,11 @@ from service.scheduler.starting import record_launches
 
 log = logging.getLogger(__name__)
 
+#: the last lines of its log a job that did not succeed keeps (`log_tail`)
 LOG_TAIL_LINES = 50
+#: the last lines of its log its end is judged by: a crash's stacks can run to hundreds
+#: (`gpuq.contract.crash_site`)
+JUDGED_LINES = 1000
 
 #: How a job ends whose exit could not be settled (`each_apart` logged why).
 UNSETTLED = Outcome(
@@ -67,7 +71,7 @@ def settle(books: Books) -> None:
     launched = dict(books.unrecorded)
     if not ended and not found and not launched:
         return
-    tails = {r.job_id: tail_log(r.run.log) for r, _ in ended}
+    tails = {r.job_id: tail_log(r.run.log, JUDGED_LINES) for r, _ in ended}
     with books.db.write() as session:
         record_launches(session, books.executor.name, launched)
         if found:
@@ -132,9 +136,10 @@ def finish_job(
     tail: list[str],
 ) -> tuple[Outcome, float | None]:
     """Ends the job as its exit says (or queues it again) and drains its GPUs, in the
-    caller's write transaction (`tail`: its log's last lines); the outcome, and the seconds
-    until its retry (None: none)."""
+    caller's write transaction (`tail`: its log's last `JUDGED_LINES`, of which it keeps
+    `LOG_TAIL_LINES`); the outcome, and the seconds until its retry (None: none)."""
     outcome = judge(exit, job, tail)
+    tail = tail[-LOG_TAIL_LINES:]
     memory = running.memory
     writes.record_utilisation(session, running.job_id, memory.util_avg_pct, memory.util_samples)
     if outcome.status == JobStatus.succeeded:
@@ -181,7 +186,7 @@ def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
     )
 
 
-def tail_log(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+def tail_log(path: Path, lines: int) -> list[str]:
     """The last lines of a job's log (read from its last 64 KiB)."""
     try:
         with open_inside(path, path.parent) as f:

@@ -39,7 +39,7 @@ def test_a_killed_training_process_fails_the_job_with_signal_quickly(client, set
     job = wait_for(client, job_id, ended, timeout_s=5)
     assert time.monotonic() - killed_at < 5
     assert (job["status"], job["reason"]) == ("failed", "signal")
-    assert job["message"].startswith("the training process was killed by SIGKILL")
+    assert job["message"].startswith("the program was killed by SIGKILL")
     assert client.get("/v1/gpus").json()[0]["state"] == "free"
 
 

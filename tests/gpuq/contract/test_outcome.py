@@ -124,3 +124,33 @@ def test_a_preempted_attempt_is_queued_again_naming_the_job_that_needed_its_gpus
 def test_a_job_that_finished_as_it_was_preempted_succeeded():
     outcome = judge({"exit_code": 0}, stop=Reason.preempted)
     assert outcome.status == JobStatus.succeeded
+
+
+def test_a_crash_says_where_from_the_stack_in_the_log():
+    from tests.gpuq.contract.test_crash_site import IN_PYTHON, OUTSIDE_PYTHON
+
+    def crashed(builtin, tail, number=11):
+        return classify(
+            exit_info={"exit_code": None, "signal": number},
+            detail=None,
+            stop_reason=None,
+            time_limit_s=None,
+            builtin=builtin,
+            log_tail=tail,
+        )
+
+    outcome = crashed(True, OUTSIDE_PYTHON)
+    assert (outcome.status, outcome.reason, outcome.signal) == (JobStatus.failed, Reason.signal, 11)
+    assert outcome.message == (
+        "the training process crashed (SIGSEGV) outside Python, its main thread in reset "
+        "(keras/src/trainers/epoch_iterator.py:99); the stack is in the log"
+    )
+    assert crashed(False, IN_PYTHON, 6).message == (
+        "the program crashed (SIGABRT) in string_at (/usr/lib/python3.11/ctypes/__init__.py:519)"
+        "; the stack is in the log"
+    )
+    assert crashed(False, ["no stack here"], 7).message == (
+        "the program crashed (SIGBUS); its log holds no Python stack"
+    )
+    # A signal that kills is no crash, whatever the log holds.
+    assert crashed(False, IN_PYTHON, 15).message == "the program was killed by SIGTERM"

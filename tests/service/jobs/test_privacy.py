@@ -141,6 +141,10 @@ def test_gpuqs_own_words_stay_and_every_reason_is_placed():
     assert (
         public_message(Reason.nonzero_exit, f"ValueError: {SECRET}") == MEANING[Reason.nonzero_exit]
     )
+    crashed = (
+        f"the program crashed (SIGSEGV) in main ({SECRET}/train.py:3); the stack is in the log"
+    )
+    assert public_message(Reason.signal, crashed) == MEANING[Reason.signal]
     # Before a job has ended, its message is its own last words.
     assert public_message(None, f"failed: {SECRET}") is None
     assert public_message(None, None) is None
