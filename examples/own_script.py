@@ -2,13 +2,15 @@
 
 gpuq applies the job's GPU memory caps when this script imports TensorFlow, and
 `GpuqProgress` reports epochs and metrics back to gpuq (it does nothing outside gpuq).
+`replica_batches` hands the replicas their batches without the tf.distribute iterator that
+`fit(x, y)` would use, which can crash at an epoch boundary (docs/jobs/own-scripts.md).
 """
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from gpuq import GpuqProgress
+from gpuq import GpuqProgress, replica_batches
 
 # On real GPUs MirroredStrategy() finds the assigned GPUs by itself; on simulated ones each
 # GPU is a logical CPU device.
@@ -25,6 +27,14 @@ with strategy.scope():
         [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)]
     )
     model.compile("adam", "mse", metrics=["mae"])
-model.fit(x, y, epochs=4, batch_size=256, verbose=0, callbacks=[GpuqProgress(batch_size=256)])
+batches, validation = replica_batches(strategy, x, y, batch_size=256, validation_split=0.1)
+model.fit(
+    batches,
+    validation_data=validation,
+    shuffle=False,  # replica_batches shuffled them
+    epochs=4,
+    verbose=0,
+    callbacks=[GpuqProgress(batch_size=256)],
+)
 model.save("model.keras")
 print("saved model.keras in", __import__("os").getcwd(), flush=True)

@@ -2,11 +2,13 @@
 
 What users import comes from here:
 
-    from gpuq import Gpuq, JobSpec, GpuqProgress, ApiError, report
+    from gpuq import Gpuq, JobSpec, GpuqProgress, ApiError, report, replica_batches
 
 `Gpuq` is the Python client (`gpuq.client`), `JobSpec` the job spec (`gpuq.contract.spec`),
 `GpuqProgress` the Keras callback that reports progress (`gpuq.progress`), `report` one
-epoch's metrics from any program (`gpuq.reporting`). They load on
+epoch's metrics from any program (`gpuq.reporting`), `replica_batches` arrays made into
+batches for MirroredStrategy's replicas that `model.fit` trains on safely (`gpuq.batches`).
+They load on
 first use, so a job's start (`worker.runner`, which imports `gpuq.contract`) stays cheap.
 The run contract between gpuq's service and worker (`gpuq.contract`) and the caps a job's
 process applies (`gpuq.caps`) live here too; the service (`service`) and the worker
@@ -17,6 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpuq.batches import replica_batches
     from gpuq.client import Gpuq
     from gpuq.contract.spec import JobSpec
     from gpuq.http import ApiError
@@ -29,9 +32,10 @@ _EXPORTS = {
     "JobSpec": "gpuq.contract.spec",
     "GpuqProgress": "gpuq.progress",
     "report": "gpuq.reporting",
+    "replica_batches": "gpuq.batches",
 }
 
-__all__ = ["ApiError", "Gpuq", "GpuqProgress", "JobSpec", "report"]
+__all__ = ["ApiError", "Gpuq", "GpuqProgress", "JobSpec", "replica_batches", "report"]
 
 
 def __getattr__(name: str) -> Any:

@@ -121,13 +121,21 @@ def train(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
         from worker.step_watchdog import StepWatchdog
 
         callbacks.insert(0, StepWatchdog(runspec.step_timeout_s, events))
-    history = model.fit(
+    from gpuq.batches import replica_batches
+
+    batches, validation = replica_batches(
+        strategy,
         x,
         y,
-        epochs=spec.epochs,
         batch_size=spec.batch_size,
-        validation_split=spec.validation_split,
         shuffle=spec.shuffle,
+        validation_split=spec.validation_split,
+    )
+    history = model.fit(
+        batches,
+        epochs=spec.epochs,
+        validation_data=validation,
+        shuffle=False,  # the batches are shuffled already
         callbacks=callbacks,
         verbose=0,
     )

@@ -23,6 +23,7 @@ from typing import Any
 import tensorflow  # noqa: F401  # what makes a cold start slow; importing touches no device
 from keras import callbacks  # noqa: F401
 
+from gpuq.batches import replica_batches  # noqa: F401
 from gpuq.contract.account import Account
 from gpuq.progress import GpuqProgress  # noqa: F401
 from worker import architectures, data, runner, step_watchdog, train  # noqa: F401

@@ -1,5 +1,9 @@
 """`kind: "command"` jobs: the user's own program with its GPUs, caps and progress."""
 
+import re
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import command_spec, ended, wait_for
@@ -99,3 +103,32 @@ def test_a_tensorflow_script_gets_its_devices_from_the_hook_and_reports_progress
     assert job["progress"]["epoch"] == 2 and job["progress"]["fraction"] == 1.0
     epochs = client.get(f"/v1/jobs/{job['id']}/metrics").json()["epochs"]
     assert [e["epoch"] for e in epochs] == [1, 2]
+
+
+def test_a_python_program_that_crashes_says_where_and_leaves_its_stack_in_the_log(client):
+    job = run(client, command_spec("import ctypes\nprint('up', flush=True)\nctypes.string_at(0)"))
+    assert (job["status"], job["reason"], job["exit_signal"]) == ("failed", "signal", 11)
+    assert re.fullmatch(
+        r"the program crashed \(SIGSEGV\) in string_at \(\S*ctypes/__init__\.py:\d+\); "
+        r"the stack is in the log",
+        job["message"],
+    ), job["message"]
+    log = client.get(f"/v1/jobs/{job['id']}/logs").text
+    assert log.startswith("up\nFatal Python error: Segmentation fault")
+    assert '  File "<string>", line 3 in <module>' in log
+
+
+def test_the_own_script_example_trains_on_two_replicas_and_reports_its_epochs(client):
+    example = Path(__file__).parents[2] / "examples" / "own_script.py"
+    spec = {
+        "name": "own-script",
+        "kind": "command",
+        "command": {"argv": [sys.executable, str(example)]},
+        "resources": {"gpus": 2, "memory_mb": 2048},
+    }
+    job = run(client, spec)
+    assert job["status"] == "succeeded", job
+    assert (job["progress"]["epoch"], job["progress"]["epochs"]) == (4, 4)
+    assert set(job["metrics"]) == {"loss", "mae", "val_loss", "val_mae"}
+    log = client.get(f"/v1/jobs/{job['id']}/logs").text
+    assert "training on 2 replicas: ['/device:CPU:0', '/device:CPU:1']" in log

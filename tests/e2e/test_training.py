@@ -2,6 +2,8 @@
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 
@@ -12,6 +14,12 @@ from tests.conftest import ended, job_spec, wait_for
 from tests.processes import gone
 
 pytestmark = pytest.mark.e2e
+
+#: a builtin job's message when it crashed: where, as its stack in the log says
+CRASHED = (
+    r"the training process crashed \(SIGSEGV\) (in|outside Python, its main thread in) "
+    r"[\w<>.]+ \(.+:\d+\); the stack is in the log"
+)
 
 
 def events(settings, job: dict) -> list[dict]:
@@ -47,6 +55,9 @@ def test_a_two_gpu_job_trains_with_two_replicas_and_saves_a_loadable_model(clien
     assert [e["epoch"] for e in history["epochs"]] == [1, 2, 3]
     assert all("loss" in e and "val_loss" in e for e in history["epochs"])
     assert history["steps"] and history["steps"][0]["step"] == 1
+
+    # Nothing in the log but training: no warning of Keras's about how it was called.
+    assert "UserWarning" not in (settings.runs_dir / str(job_id) / "1" / "output.log").read_text()
 
     model = settings.runs_dir / str(job_id) / "1" / "artifacts" / "model.keras"
     loaded = subprocess.run(
@@ -217,3 +228,14 @@ def test_a_keras_json_model_whose_inputs_do_not_fit_the_data_is_invalid(client):
         "the model takes inputs shaped (5,) but the data's are shaped (8,): "
         "check the job spec against the API docs at /docs"
     )
+
+
+def test_a_training_process_that_crashes_leaves_its_stack_and_says_where(client, settings):
+    job_id = submit(client, keras={"epochs": 100_000})
+    job = wait_for(client, job_id, lambda j: j["status"] == "running")
+    run = settings.runs_dir / str(job_id) / "1"
+    os.kill(json.loads((run / "runner.json").read_text())["train_pid"], signal.SIGSEGV)
+    job = wait_for(client, job_id, ended)
+    assert (job["status"], job["reason"], job["exit_signal"]) == ("failed", "signal", 11)
+    assert re.fullmatch(CRASHED, job["message"]), job["message"]
+    assert "Fatal Python error: Segmentation fault" in (run / "output.log").read_text()

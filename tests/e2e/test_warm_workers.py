@@ -4,6 +4,7 @@ standby runners and TensorFlow on simulated GPUs."""
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from service.api.app import create_app
 from service.executors import LocalExecutor
 from service.runtime import Service
 from tests.conftest import ended, job_spec, local_client, wait_for
+from tests.e2e.test_training import CRASHED
 from tests.processes import gone
 from worker import warm_pool
 
@@ -87,7 +89,7 @@ def test_a_warm_job_sees_exactly_its_devices_and_cap_and_its_worker_is_used_once
     assert files["started"]["memory_limit_mb"] is None
 
 
-def test_cancel_and_the_time_limit_end_a_warm_job_cleanly(warm):
+def test_cancel_the_time_limit_and_a_crash_end_a_warm_job_cleanly(warm):
     client, service = warm
     worker = ready_worker(service)
     job_id = client.post("/v1/jobs", json=job_spec(keras={"epochs": 100_000})).json()["id"]
@@ -109,6 +111,16 @@ def test_cancel_and_the_time_limit_end_a_warm_job_cleanly(warm):
     assert (job["status"], job["reason"]) == ("timed_out", "time_limit")
     assert run_files(service, job)["runner"]["train_pid"] == worker
     assert gone(worker)
+
+    # A crash of a warm process leaves its stack in the job's log, as a cold one does.
+    worker = ready_worker(service, other_than=worker)
+    job_id = client.post("/v1/jobs", json=job_spec(keras={"epochs": 100_000})).json()["id"]
+    wait_for(client, job_id, lambda j: j["status"] == "running")
+    os.kill(worker, signal.SIGSEGV)
+    job = wait_for(client, job_id, ended)
+    assert (job["status"], job["reason"], job["exit_signal"]) == ("failed", "signal", 11)
+    assert re.fullmatch(CRASHED, job["message"]), job["message"]
+    assert run_files(service, job)["runner"]["train_pid"] == worker
 
 
 def test_a_warm_worker_killed_while_idle_is_replaced_and_shows_in_metrics(warm):
