@@ -171,7 +171,10 @@ def run_or_shell(
     detach: Annotated[
         bool,
         typer.Option(
-            "--detach", "-d", help="Print the job's (or sweep's) id and return (gpuq run only)."
+            "--detach",
+            "-d",
+            help="Print the job's (or sweep's) id, or with --json all of it, and return "
+            "(gpuq run only).",
         ),
     ] = False,
     dry_run: Annotated[
@@ -264,7 +267,8 @@ def run_or_shell(
     with options_named():
         job = api.json("POST", "/v1/jobs", json=spec)
     if detach:
-        print(job["id"])
+        # The accepted job with --json, as `gpuq submit --json` prints it; else its id alone.
+        print(json.dumps(job, indent=2) if as_json else job["id"])
         note(f"job {job['id']} queued; `gpuq logs -f {job['id']}` follows it")
         return
     code = _shell(api, job) if session else follow(api, job, as_json=as_json)

@@ -167,7 +167,7 @@ STUBBORN = (
 )
 
 
-def test_detach_prints_the_id_and_returns_while_the_job_runs(server: Server) -> None:
+def test_detach_prints_the_id_or_the_job_and_returns_while_the_job_runs(server: Server) -> None:
     done = subprocess.run(
         [*GPUQ, "run", "-d", "--gpus", "0", "--", "sleep", "30"],
         env=member(server),
@@ -178,9 +178,26 @@ def test_detach_prints_the_id_and_returns_while_the_job_runs(server: Server) -> 
     assert done.returncode == 0, done.stderr
     job_id = int(done.stdout)
     assert f"gpuq logs -f {job_id}" in done.stderr
+    # With --json, the accepted job itself, as `gpuq submit --json` prints it.
+    as_json = subprocess.run(
+        [*GPUQ, "run", "-d", "--json", "--gpus", "0", "--", "sleep", "30"],
+        env=member(server),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    job = json.loads(as_json.stdout)
+    assert (job["id"], job["spec"]["command"]["argv"][-1]) == (job_id + 1, "30")
+    assert job["status"] in ("queued", "starting", "running")
     with api(server) as http:
-        assert http.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued", "starting", "running")
-        http.post(f"/v1/jobs/{job_id}/cancel")
+        for each in (job_id, job_id + 1):
+            assert http.get(f"/v1/jobs/{each}").json()["status"] in (
+                "queued",
+                "starting",
+                "running",
+            )
+            http.post(f"/v1/jobs/{each}/cancel")
 
 
 def test_a_bad_option_is_exit_2_naming_it_and_nothing_is_sent(server: Server) -> None:
