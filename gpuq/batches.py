@@ -12,11 +12,11 @@ batch are those a plain `model.fit(x, y, validation_split=...)` makes. They reac
 replicas another way. Left to `model.fit`, they would go through tf.distribute's
 MultiDeviceIterator, whose teardown races its own prefetch thread (TensorFlow 2.21, no fix
 upstream): Keras makes a spare iterator at the end of every epoch and drops it at the start
-of the next, and a drop while that thread was still fetching freed what it was reading. About
-one job in twenty, packed three to a GPU, died of SIGSEGV (docs/reference/how-it-runs.md).
-Here each
-replica reads a plain tf.data iterator of its own (`InputReplicationMode.PER_REPLICA`, no
-fetch to the device), which starts on its first batch and stops cleanly wherever it is.
+of the next, and a drop while that thread was still fetching freed what it was reading. One
+job in twenty to sixty, packed three to a GPU, died of SIGSEGV
+(docs/reference/how-it-runs.md). Here each replica reads a plain tf.data iterator of its own
+(`InputReplicationMode.PER_REPLICA`, no fetch to the device), which starts on its first
+batch and stops cleanly wherever it is.
 
 Each replica takes its share of every batch as tf.distribute's own split does: `ceil(b / n)`
 rows each in replica order, the last share short or empty. Import it after the devices are
