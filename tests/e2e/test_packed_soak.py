@@ -1,10 +1,10 @@
 """Many builtin jobs packed three to a simulated GPU: every one must succeed.
 
-Before gpuq handed the batches to the replicas itself (`gpuq.replica_batches`), about one such
-job in twenty died of SIGSEGV at an epoch boundary, when Keras dropped a tf.distribute iterator
-whose prefetch thread was still fetching. Each job here crosses 20 epoch boundaries while
-two others train beside it on the same two cores; docs/reference/development.md gives the
-rate this test measured before and after.
+Before gpuq handed the batches to the replicas itself (`gpuq.replica_batches`), one such job
+in twenty to sixty died of SIGSEGV at an epoch boundary, when Keras dropped a tf.distribute
+iterator whose prefetch thread was still fetching. Each job here crosses 20 epoch boundaries
+while two others train beside it on the same two cores; docs/reference/development.md gives
+the rate this test measured before and after.
 """
 
 import time
