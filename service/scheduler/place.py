@@ -89,6 +89,7 @@ class Placer:
         self._replan.planned(seen, running, [] if snap is None else snap.falls_due)
         if snap is None:
             return
+        read_upto = self._queue.seen  # a job changed after this read keeps its change
         result = snap.inputs.plan()
         preemption = preempt.consider(self.books, snap.inputs, result.head)
         placed = {p.job_id for p in result.placements}
@@ -112,7 +113,11 @@ class Placer:
                     writes.cancel_queued(starts.session, job_id, Reason.dependency_failed, message)
                     record(starts.session, SCHEDULER.name, "cancel", f"job/{job_id}", why=why)
                 stopped = [v for v in victims if _preempt(starts.session, v, head)]
-                before = writes.set_wait_reasons(starts.session, changes) if changes else 0
+                before = (
+                    writes.set_wait_reasons(starts.session, changes, unchanged_since=read_upto)
+                    if changes
+                    else 0
+                )
                 starts.start(result.placements)
         except BaseException:
             self._replan.forget()

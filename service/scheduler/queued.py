@@ -135,7 +135,9 @@ class QueueReader:
     gpuq (gpuq never deletes a job).
 
     The plan's own writes of wait reasons and positions (`wrote`) are not read back: the
-    reader knows what they wrote, and which revisions were theirs.
+    reader knows what they wrote, and which revisions were theirs. They go only to rows no
+    one changed since this read (`seen`): a row another writer changed meanwhile keeps that
+    writer's revision, and is read again.
     """
 
     def __init__(self) -> None:
@@ -165,6 +167,11 @@ class QueueReader:
                 stale.append(job_id)
         self._read_rows(connection, stale)
         return dict(self._jobs)
+
+    @property
+    def seen(self) -> int | None:
+        """The highest revision the last `read` saw: a row above it changed since."""
+        return self._seen
 
     def wrote(self, values: dict[int, tuple[str | None, int]], after: int, upto: int) -> None:
         """The plan wrote these jobs' (wait reason, queue position), and every revision in

@@ -179,6 +179,34 @@ def test_the_plans_own_writes_are_taken_as_written_and_a_later_change_is_read(
     assert read() == queued and parsed == []  # taken once: nothing changed since
 
 
+def test_a_hold_that_comes_in_while_the_plan_is_made_is_not_hidden_by_its_write(
+    db, gpus, settings, monkeypatch
+):
+    first, second = (submit(db, "ana", name=f"j{n}") for n in range(2))
+    reader, read, parsed = counted_reader(db, monkeypatch)
+    assert not read()[second].held
+    read_upto = reader.seen
+    with db.write() as session:  # a hold, after the plan read the queue
+        session.get(Job, second).held = True
+    with db.write() as session:  # the plan's write, of what it read before the hold
+        before = jobs.writes.set_wait_reasons(
+            session,
+            [
+                {"job_id": first, "why": "first's", "position": 1},
+                {"job_id": second, "why": "second's", "position": 2},
+            ],
+            unchanged_since=read_upto,
+        )
+    reader.wrote({first: ("first's", 1), second: ("second's", 2)}, before, before + 2)
+    parsed.clear()
+    queued = read()
+    # The held job's row was left to the hold, and read again: the next plan sees it held.
+    assert parsed == [second]
+    assert queued[second].held and queued[second].wait_reason is None
+    assert queued[first].wait_reason == "first's"
+    assert queued == take(db, gpus, settings).queued  # what a fresh read gets
+
+
 def test_the_queue_reader_asks_only_for_revisions_above_the_highest_it_read(db, monkeypatch):
     from service.scheduler import queued as queued_module
 
