@@ -21,10 +21,13 @@ characters are kept.
 """
 
 import re
+import signal
 from collections.abc import Sequence
 
 #: the signals a program dies of when it crashes, rather than when it is killed
-CRASH_SIGNALS = frozenset({4, 6, 7, 8, 11})  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV
+CRASH_SIGNALS = frozenset(
+    int(s) for s in (signal.SIGILL, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGSEGV)
+)
 
 #: a node's prefix on a log line of a job on several nodes (`[node-1] `)
 _NODE = r"(?:\[[\w.-]{1,100}\] )?"
