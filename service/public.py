@@ -412,6 +412,13 @@ class SweepSummary(BaseModel):
     cancelled_by: str | None = _d("Who cancelled it, if anyone did.")
     created_at: datetime = _d("Submitted (UTC).")
     finished_at: datetime | None = _d("When its last member ended (UTC), once all have.")
+    hidden: list[str] = PydanticField(
+        default_factory=list,
+        description="Fields of someone else's sweep left out for you, as its members' are: "
+        "`spec.webhook`; under GPUQ_RUN_AS=owner also e.g. `spec.command.env`, "
+        "`spec.idle_exempt`, `members.message` (then gpuq's words for its `reason` alone). "
+        "Empty: all shown.",
+    )
 
 
 class SweepPublic(SweepSummary):

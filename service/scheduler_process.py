@@ -20,7 +20,7 @@ from typing import NoReturn
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from gpuq.contract.processes import prctl
+from gpuq.contract.processes import never_hung_up, prctl
 from service.gpus.inventory import InventoryError
 from service.runtime import Service
 from service.scheduler import starting
@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     signal.signal(signal.SIGTERM, _stop)
+    never_hung_up()
     sending = threading.Lock()
 
     def send(message: bytes) -> None:

@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from gpuq.contract.safe_open import open_inside
+from gpuq.contract.job_files import open_regular
 from gpuq.contract.spec import CsvData, KerasSpec, NpzData
 
 
@@ -54,7 +54,7 @@ def _open(path: str, roots: list[str] | None) -> BinaryIO:
     if roots is None:
         return open(path, "rb")
     try:
-        return open_inside(Path(path), *(Path(r) for r in roots))
+        return open_regular(Path(path), *(Path(r) for r in roots))
     except PermissionError:
         raise BadData(
             f"{path!r} is not a regular file under GPUQ_DATA_DIRS ({':'.join(roots)}) any more"

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gpuq.contract.processes import never_hung_up
 from worker import launch_plan, runner
 from worker.spares import Spares
 from worker.warm_pool import WarmPool
@@ -112,6 +113,7 @@ def main(argv: list[str]) -> int:
         "--spares", type=int, default=1, help="runners to keep forked ahead of their jobs"
     )
     args = parser.parse_args(argv)
+    never_hung_up()
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
     tell = functools.partial(write_line, args.events_fd)

@@ -118,6 +118,9 @@ def forked(body: Callable[[], int]) -> int:
     on stderr, if it raised), never returning here; the parent gets the child's pid."""
     pid = os.fork()
     if pid == 0:
+        # The launcher cannot be hung up (`gpuq.contract.processes.never_hung_up`); its
+        # runners and what they start can, as any program on a terminal expects.
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         code = 70
         try:
             code = body()

@@ -7,7 +7,8 @@ whatever the user starts from it (each pipeline in a group of its own) stays in 
 session, where gpuq attributes GPU memory and sends signals. It is also a subreaper: what
 the user double-forks out of the session stays its descendant.
 
-It listens on `terminal.sock` in the attempt's folder for one connection, gpuq's relay,
+It listens on `terminal.sock` in the attempt's folder for one connection, gpuq's relay
+(the kernel says it is root's or gpuq's account's; any other is closed unheard),
 and ends the session when the program exits (its exit code, as a batch job's), when that
 connection closes or none came within `ATTACH_WITHIN_S` (the user's terminal went away:
 `terminal_closed` in `exit.json`), or when gpuq stops the job (SIGTERM: cancel, time
@@ -30,7 +31,7 @@ from typing import Any
 
 from gpuq.contract import terminal
 from gpuq.contract.events import Event, EventWriter
-from gpuq.contract.processes import prctl, session_and_descendants
+from gpuq.contract.processes import peer_credentials, prctl, session_and_descendants
 from gpuq.contract.rundir import RunDir
 from worker.runner import end_with, record_start
 
@@ -73,6 +74,8 @@ class Session:
         self.listener.bind(run.terminal.name)
         os.chmod(run.terminal.name, 0o600)
         self.listener.listen(1)
+        #: gpuq's account: the one that owns the job's folder, above the attempt's
+        self.gpuq_uid = os.stat(run.path.parent).st_uid
         self.child = subprocess.Popen(
             plan["argv"],
             env={**os.environ, **plan["env"]},
@@ -139,8 +142,13 @@ class Session:
         self.stopped = True
 
     def _attach(self, selector: selectors.BaseSelector) -> None:
-        """Takes the first connection: gpuq's relay of the user's terminal."""
+        """Takes the first connection from gpuq's relay of the user's terminal; any other
+        connection is closed and the session goes on waiting."""
         connection, _ = self.listener.accept()
+        _, uid, _ = peer_credentials(connection)
+        if uid not in (0, self.gpuq_uid):
+            connection.close()
+            return
         selector.unregister(self.listener)
         self.listener.close()
         with contextlib.suppress(FileNotFoundError):

@@ -2,7 +2,8 @@
 
 The job spec (`spec`), the run directory and its files (`rundir`), what the service hands
 a worker (`runspec`, `device_plan`), the events a worker writes (`events`) and what the
-service accepts of them (`event_records`), exit codes and how an exit is judged (`exits`,
+service accepts of them (`event_records`), of its runner's `exit.json` and `runner.json`
+(`run_records`), exit codes and how an exit is judged (`exits`,
 `outcome`), job states and reasons (`states`), and the process helpers both sides use
 (`processes`). It imports neither `service` nor
 `worker` (`make lint` checks), and its stdlib-only modules (`rundir`, `events`,

@@ -2,10 +2,10 @@
 
 A job's own processes write that file, so every line is checked before anything of it is
 stored: numbers that are numbers and fit the database's columns, metric names of bounded
-length and count, metric values finite or null, text that any database stores. Fields the
-service does not read pass unchecked and are dropped (gpuq's writers add `ts`, `devices`,
-`pid`...). `events` stays stdlib-only for the runner and the start-up hook; this is the
-service's side.
+length and count, metric values finite or null, text that any database stores, node
+names that are host names. Fields the service does not read pass unchecked and are
+dropped (gpuq's writers add `ts`, `devices`, `pid`...). `events` stays stdlib-only for the
+runner and the start-up hook; this is the service's side.
 """
 
 import math
@@ -42,6 +42,12 @@ Finite = Annotated[float | None, AfterValidator(_finite)]
 #: Text any database stores: no NUL, no lone surrogates.
 Text = Annotated[str, AfterValidator(_storable)]
 MetricName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+#: A node's name as Slurm and DNS spell one: a label or a dotted name, never words. The
+#: API shows a job's nodes to every member, as its placement.
+HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+HostName = Annotated[str, Field(pattern=HOST_NAME)]
+#: GPUs as `CUDA_VISIBLE_DEVICES` lists them: indices, UUIDs, MIG names.
+DEVICES = r"^[A-Za-z0-9,:/._-]*$"
 #: Metric name → value, as Keras names them (`loss`, `val_mae`...).
 Metrics = Annotated[dict[MetricName, Finite], Field(max_length=MAX_METRICS)]
 
@@ -100,8 +106,8 @@ class NodeRecord(_Record):
     """One node of a job on several, as its gpuq worker announced it."""
 
     rank: Annotated[int, Field(ge=0, le=MAX_INT)]
-    node: Annotated[Text, Field(max_length=MAX_NAME_CHARS)]
-    gpus: Annotated[Text, Field(max_length=MAX_NAME_CHARS)] | None = None
+    node: HostName
+    gpus: Annotated[str, Field(max_length=MAX_NAME_CHARS, pattern=DEVICES)] | None = None
 
 
 class Nodes(_Record):

@@ -22,7 +22,7 @@ class ExitCode(IntEnum):
 
 
 #: The reason a failed exit of gpuq's own training process stands for.
-REASONS = {
+REASONS: dict[int, Reason] = {
     ExitCode.error: Reason.nonzero_exit,
     ExitCode.invalid_spec: Reason.invalid_spec,
     ExitCode.device_mismatch: Reason.device_mismatch,

@@ -194,14 +194,16 @@ def job_end(run: RunDir, nodes: int, launcher_code: int) -> dict[str, Any]:
         blamed = on_its_own[0]
     elif lost:
         rank = lost[0]
-        return {
+        record: dict[str, Any] = {
             "exit_code": None,
             "signal": None,
             "nodes": nodes,
-            "node": names.get(rank, f"rank {rank}"),
             "node_rank": rank,
             "node_lost": True,
         }
+        if rank in names:  # one that never announced itself is named by its rank alone
+            record["node"] = names[rank]
+        return record
     else:
         chief = ends[0]
         assert chief is not None

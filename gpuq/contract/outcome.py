@@ -1,17 +1,22 @@
 """How a finished job is judged: its final state, reason and one-line explanation.
 
-The one place that turns an exit into a reason: `exit.json` (the runner's record), the
-exit code's meaning (`exits.REASONS`), why the scheduler stopped the job, and the words
-the training process or the scheduler left about it.
+The one place that turns an exit into a reason: `exit.json` (the runner's record, read as
+`run_records.ExitRecord`), the exit code's meaning (`exits.REASONS`), why the scheduler
+stopped the job, and the words the training process or the scheduler left about it.
+
+A message quotes the job's own words (its `failed` event, a log line, a launch error) only
+for the reasons whose message `service.jobs.privacy` hides from other members; the words
+of the other reasons are gpuq's alone.
 """
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuq.contract.crash_site import CRASH_SIGNALS, crash_site
 from gpuq.contract.exits import REASONS
+from gpuq.contract.run_records import ExitRecord, exit_record
 from gpuq.contract.states import JobStatus, Reason
 
 HINTS = {
@@ -66,7 +71,7 @@ OOM_MARKERS = (
 
 def classify(
     *,
-    exit_info: dict[str, Any] | None,
+    exit_info: ExitRecord | Mapping[str, Any] | None,
     detail: str | None,
     stop_reason: Reason | None,
     time_limit_s: float | None,
@@ -80,8 +85,10 @@ def classify(
     out-of-memory message in a user's own program; the stacks a crash left).
 
     Exit codes mean something only for gpuq's own training process (`builtin`); a user's
-    program may use any code."""
-    code = exit_info.get("exit_code") if exit_info else None
+    program may use any code. An `exit.json` that breaks the contract (`ExitRecord`)
+    counts as none: the job's processes can write it."""
+    record = exit_info if isinstance(exit_info, ExitRecord) else exit_record(exit_info)
+    code = record.exit_code if record is not None else None
     if stop_reason == Reason.time_limit:
         return Outcome(
             JobStatus.timed_out,
@@ -110,31 +117,29 @@ def classify(
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code
         )
-    if exit_info is None:
+    if record is None:
         return Outcome(
             JobStatus.failed,
             Reason.worker_lost,
             "the job's runner ended without recording an exit (killed, or the host restarted)",
             None,
         )
-    node = exit_info.get("node")
-    if isinstance(node, str):
-        return _on_node(node, exit_info, detail, builtin, log_tail)
-    if exit_info.get("terminal_closed"):
+    if record.on_node:
+        return _on_node(record, detail, builtin, log_tail)
+    if record.terminal_closed:
         return Outcome(
             JobStatus.cancelled,
             Reason.terminal_closed,
             "its terminal went away (closed, or never attached): a session ends with it",
             code,
         )
-    if exit_info.get("spawn_error"):
-        return Outcome(JobStatus.failed, Reason.launch_error, exit_info["spawn_error"], code)
+    if record.spawn_error is not None:
+        return Outcome(JobStatus.failed, Reason.launch_error, record.spawn_error, code)
     if code == 0:
         said = "trained and saved" if builtin else "the program exited with code 0"
         return Outcome(JobStatus.succeeded, None, said, 0)
-    number = exit_info.get("signal")
-    number = number if isinstance(number, int) and 0 < number < 128 else None
-    if code is None and exit_info.get("oom_killed"):
+    number = record.signal if record.signal is not None and 0 < record.signal < 128 else None
+    if code is None and record.oom_killed:
         return Outcome(
             JobStatus.failed,
             Reason.host_oom,
@@ -179,11 +184,13 @@ def _killed(number: int, builtin: bool, log_tail: Sequence[str]) -> str:
 
 
 def _on_node(
-    node: str, exit_info: dict[str, Any], detail: str | None, builtin: bool, log_tail: Sequence[str]
+    record: ExitRecord, detail: str | None, builtin: bool, log_tail: Sequence[str]
 ) -> Outcome:
     """A job on several nodes that one node ended (`nodes.job_end` named it): judged as
-    that node's exit, its name first. The job's own words (`detail`) are the chief's."""
-    if exit_info.get("node_lost"):
+    that node's exit, its name first (a host name: `ExitRecord.node`; its rank if it never
+    announced one). The job's own words (`detail`) are the chief's."""
+    node = record.node or f"rank {record.node_rank}"
+    if record.node_lost:
         return Outcome(
             JobStatus.failed,
             Reason.worker_lost,
@@ -191,10 +198,10 @@ def _on_node(
             "ended (killed, or the node went down)",
             None,
         )
-    own = {key: value for key, value in exit_info.items() if key != "node"}
+    own = record.model_copy(update={"node": None, "node_rank": None})
     judged = classify(
         exit_info=own,
-        detail=detail if exit_info.get("node_rank") == 0 else None,
+        detail=detail if record.node_rank == 0 else None,
         stop_reason=None,
         time_limit_s=None,
         builtin=builtin,

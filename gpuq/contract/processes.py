@@ -3,6 +3,7 @@ descendants, and prctl(2) for the processes gpuq starts."""
 
 import ctypes
 import os
+import signal
 import socket
 import struct
 from collections.abc import Sequence
@@ -47,6 +48,12 @@ def process_start_ticks(pid: int) -> int | None:
         return None if fields is None else int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def never_hung_up() -> None:
+    """Ignores SIGHUP: a terminal that became this process's (a job's, opened by mistake)
+    can never end it by hanging up. The processes gpuq starts for jobs set it back."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:

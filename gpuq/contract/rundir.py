@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuq.contract.safe_open import open_inside
+from gpuq.contract.job_files import open_file
 
 #: In the runs folder beside the jobs' folders: the start-up hook's folders that the
 #: launcher keeps for the runners it forks, one for each version of the hook
@@ -61,7 +61,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
     processes can write there: a link to itself, digits past int's limit, nesting past
     json's depth)."""
     try:
-        with open_inside(path, path.parent) as f:
+        with open_file(path.parent, path.name) as f:
             data = json.load(f)
     except (OSError, ValueError, RecursionError):
         return None

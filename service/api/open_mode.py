@@ -6,7 +6,8 @@ over the local socket, or over TCP to a loopback address, from a loopback peer, 
 (no proxy's forwarding headers), and name this machine in its `Host`: a web page whose own
 name resolves to 127.0.0.1 (DNS rebinding) names itself there. A browser's request must
 also come from one of this machine's pages (`Origin`): a form on any site can POST to
-127.0.0.1. `--insecure` (GPUQ_INSECURE) waives all of it.
+127.0.0.1. `--insecure` (GPUQ_INSECURE) waives all of it. On the socket the kernel also says
+who connects: where gpuq runs as root, root alone may act there (`users.check_open_peer`).
 
 With users, none of this applies: a token is needed, and neither a rebinding page nor a
 cross-site form has one, so a loopback gpuq behind a reverse proxy keeps any host name.
@@ -23,6 +24,7 @@ from service.api.local_socket import PEER_UID
 from service.digits import only_digits
 from service.errors import Forbidden
 from service.settings import Settings
+from service.team.users import check_open_peer
 
 FIRST_USER = (
     "create the first user on the gpuq host with `gpuq users add NAME --admin` and send its "
@@ -71,8 +73,12 @@ def _from_this_machine(origin: str) -> bool:
 def admit(request: HTTPConnection, settings: Settings) -> None:
     """Raises unless `request` may act in open mode (the module's docstring says when):
     403 from beyond this machine, 421 for a `Host` that names another."""
-    if request.scope.get(PEER_UID) is not None or settings.insecure:
-        return  # the local socket: the kernel's word that it is this machine
+    uid = request.scope.get(PEER_UID)
+    if uid is not None:  # the local socket: the kernel's word that it is this machine
+        check_open_peer(uid)  # and on who it is: under root, root alone
+        return
+    if settings.insecure:
+        return
     if not is_loopback(settings.host):
         raise Forbidden(
             f"no user exists, and without users gpuq serves only loopback and its local "

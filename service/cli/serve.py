@@ -1,6 +1,7 @@
 """`gpuq serve`: the API, and the scheduler in a process of its own beside it."""
 
 import logging
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -108,6 +109,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     lock cannot be had."""
     import uvicorn
 
+    from gpuq.contract.processes import never_hung_up
     from service.api import local_socket
     from service.api.app import create_app
     from service.gpus.inventory import InventoryError
@@ -151,6 +153,7 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     sockets = []
     path = settings.socket_path
     signal.signal(signal.SIGTERM, _stop)
+    never_hung_up()
     try:
         sockets.append(config.bind_socket())
         log.info(
@@ -161,7 +164,16 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         if path is not None:
             try:
                 sockets.append(local_socket.bind(path))
-                log.info("local login on %s (who you are on this box; no token)", path)
+                if user_count == 0 and os.geteuid() == 0:  # `users.check_open_peer`
+                    log.warning(
+                        "local login on %s for root alone while no user exists (gpuq runs as "
+                        "root: any other account would act there as an admin); add users "
+                        "with `gpuq users add NAME --admin` and bind members' accounts with "
+                        "--unix-user LOGIN to let them in",
+                        path,
+                    )
+                else:
+                    log.info("local login on %s (who you are on this box; no token)", path)
             except OSError as exc:
                 log.warning("no local login socket at %s: %s", path, exc)
         uvicorn.Server(config).run(sockets=sockets)

@@ -134,6 +134,10 @@ def summary_text(sweep: dict[str, Any]) -> str:
             f"with {params_text(best['params'])}"
         )
     lines += [f"  warning: {w}" for w in sweep["warnings"]]
+    if sweep.get("hidden"):
+        lines.append(
+            f"  hidden from you ({sweep['owner']}'s and admins'): {', '.join(sweep['hidden'])}"
+        )
     return "\n".join(lines)
 
 

@@ -10,7 +10,8 @@ when the service starts again.
 gpuq signals a job's processes as root, so it signals only a runner it knows
 (`is_runner_of`): the pid gpuq recorded, leading a session of its own in the attempt's
 folder, which only gpuq and the job's owner can enter. A pid the job wrote in its own files
-(`runner.json`) can point nowhere else.
+(`runner.json`) is never believed: with no record of gpuq's own, the runner is looked for
+(`find_runner`).
 """
 
 import contextlib
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuq.contract import job_files
 from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
 from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
@@ -87,6 +89,15 @@ def is_runner_of(pid: int, run: RunDir) -> bool:
         return False
 
 
+def find_runner(run: RunDir) -> int:
+    """The pid of the process that `is_runner_of` attempt `run`, or 0 if none is."""
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit() and is_runner_of(int(entry.name), run):
+                return int(entry.name)
+    return 0
+
+
 class LocalExecutor:
     name = "local"
 
@@ -135,8 +146,7 @@ class LocalExecutor:
         if run_as is not None:
             who = {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}
             who["umask"] = UMASK
-        fd = os.open(run.log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)  # the job's file
-        with open(fd, "ab") as output:
+        with job_files.open_file(run.path, run.log.name, append=True) as output:  # the job's
             proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", RUNNER_MODULE, str(run.path)],
                 env=env,
@@ -157,14 +167,16 @@ class LocalExecutor:
     def adopt(
         self, job_id: int, attempt: int, executor_job_id: str | None, *, session: bool = True
     ) -> bool:
-        """Takes back the runner gpuq recorded (`executor_job_id`: its pid); with no record
-        (a start that never committed), the pid the runner wrote, which is only believed
-        if `is_runner_of` says so."""
+        """Takes back the runner gpuq recorded (`executor_job_id`: its pid). With no record
+        (gpuq stopped between a launch and its record), the runner is looked for by what
+        gpuq knows of it, a process leading a session of its own in the attempt's folder,
+        never by a pid the job could have written (`runner.json`)."""
         run = self.run_dir(job_id, attempt)
-        pid = _pid(executor_job_id)
-        if pid == 0:
-            pid = _pid((read_json(run.runner) or {}).get("runner_pid"))
+        pid = _pid(executor_job_id) or find_runner(run)
         runner = _Runner(job_id, run, pid, session=session)
+        if is_runner_of(pid, run):
+            # From now on it is this process: one that takes its pid later is not.
+            runner.start_ticks = process_start_ticks(pid)
         self._runners[job_id] = runner
         return runner.alive()
 

@@ -5,15 +5,17 @@ to read files its caller cannot.
 """
 
 import csv
+import io
 import os
 import shutil
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import numpy as np
 
+from gpuq.contract import job_files
 from gpuq.contract.spec import CnnModel, CommandSpec, CsvData, JobSpec, NpzData
 from service.errors import Invalid
 from service.gpus.nvml import DeviceReading
@@ -158,23 +160,29 @@ def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: 
         )
 
 
-def _readable_file(name: str) -> Path:
+def _readable_file(name: str) -> BinaryIO:
+    """The data file, opened as gpuq: links are followed to find it, but only a regular
+    file is opened (`job_files.open_regular`), never a FIFO or a terminal behind its name."""
     loc = ("body", "keras", "data", "path")
     path = Path(name)
     if not path.is_absolute():
         raise Invalid(loc, f"{name!r} must be an absolute path on the gpuq host")
-    if not path.is_file():
-        raise Invalid(loc, f"{name!r} does not exist or is not a file")
-    if not os.access(path, os.R_OK):
-        raise Invalid(loc, f"{name!r} is not readable by the gpuq service")
-    return path
+    try:
+        return job_files.open_regular(path)
+    except FileNotFoundError:
+        raise Invalid(loc, f"{name!r} does not exist or is not a file") from None
+    except PermissionError as exc:
+        if exc.strerror == "not a regular file":
+            raise Invalid(loc, f"{name!r} does not exist or is not a file") from None
+        raise Invalid(loc, f"{name!r} is not readable by the gpuq service") from None
+    except OSError as exc:
+        raise Invalid(loc, f"cannot read {name!r}: {exc.strerror}") from None
 
 
 def _check_csv(data: CsvData) -> None:
-    path = _readable_file(data.path)
     loc = ("body", "keras", "data", "path")
     try:
-        with open(path, newline="") as f:
+        with io.TextIOWrapper(_readable_file(data.path), encoding="utf-8", newline="") as f:
             header = next(csv.reader(f, delimiter=data.delimiter), [])
             first = next(csv.reader(f, delimiter=data.delimiter), None)
     except UnicodeDecodeError:
@@ -199,9 +207,8 @@ def _check_csv(data: CsvData) -> None:
 
 def _check_npz(data: NpzData) -> tuple[int, ...]:
     loc = ("body", "keras", "data", "path")
-    path = _readable_file(data.path)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with _readable_file(data.path) as file, zipfile.ZipFile(file) as archive:
             names = set(archive.namelist())
             shapes = {}
             for field, key in (("x", data.x), ("y", data.y)):

@@ -2,68 +2,54 @@
 
 Names are relative paths: `model.keras` and `history.json` (from `artifacts/`),
 `checkpoints/...`, `tensorboard/...`. No name may lead outside its attempt's folders:
-`..`, absolute paths and links pointing elsewhere are refused.
+`..`, absolute paths and links (the job's to make) are refused.
 """
 
+import os
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import BinaryIO
 
+from gpuq.contract import job_files
 from gpuq.contract.rundir import RunDir
-from gpuq.contract.safe_open import open_inside
 from service.errors import Invalid, NotFound
 
 NAME_LOC = ("path", "name")
+#: (name prefix, folder in the attempt's folder), the user's own `artifacts/` first
+ROOTS = (("", "artifacts"), ("checkpoints/", "checkpoints"), ("tensorboard/", "tensorboard"))
 
 
 @dataclass(frozen=True)
 class Artifact:
     name: str
-    path: Path
+    #: where it lies in the attempt's folder: `artifacts/model.keras`
+    relative: str
     size_bytes: int
     modified_at: datetime
 
 
-def _roots(run: RunDir) -> list[tuple[str, Path]]:
-    """(name prefix, folder), the user's own `artifacts/` first."""
-    return [
-        ("", run.artifacts),
-        ("checkpoints/", run.checkpoints),
-        ("tensorboard/", run.tensorboard),
-    ]
-
-
-def _artifact(name: str, path: Path) -> Artifact:
-    stat = path.stat()
-    return Artifact(name, path, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC))
-
-
-def _inside(path: Path, root: Path, run: RunDir) -> bool:
-    # The folder itself may have been made a link by the job (its owner's to change).
-    real_root = root.resolve()
-    return real_root.is_relative_to(run.path.resolve()) and path.resolve().is_relative_to(real_root)
+def _artifact(name: str, relative: str, found: os.stat_result) -> Artifact:
+    return Artifact(name, relative, found.st_size, datetime.fromtimestamp(found.st_mtime, UTC))
 
 
 def open_artifact(artifact: Artifact, run: RunDir) -> BinaryIO:
-    """The file, opened only if it still is a regular file inside the run directory (it
-    is the job's to change while gpuq reads it); `NotFound` otherwise."""
+    """The file, opened only if it still is a regular file reached without a link (it is
+    the job's to change while gpuq reads it); `NotFound` otherwise."""
     try:
-        return open_inside(artifact.path, run.path)
-    except (FileNotFoundError, PermissionError):
+        return job_files.open_file(run.path, artifact.relative)
+    except OSError:
         raise NotFound(f"no artifact named {artifact.name!r} any more") from None
 
 
 def list_artifacts(run: RunDir) -> list[Artifact]:
-    """Every regular file of the attempt's folders, by name; links leading out are left out."""
+    """Every regular file of the attempt's folders, by name; links are left out."""
     found: dict[str, Artifact] = {}
-    for prefix, root in _roots(run):
-        if not root.is_dir() or not root.resolve().is_relative_to(run.path.resolve()):
-            continue  # a folder the job made a link out of its run directory: not walked
-        for path in sorted(root.rglob("*")):
-            name = prefix + path.relative_to(root).as_posix()
-            if name not in found and path.is_file() and _inside(path, root, run):
-                found[name] = _artifact(name, path)
+    for prefix, folder in ROOTS:
+        for relative, status in job_files.regular_files(run.path, folder):
+            name = prefix + relative
+            if name not in found:
+                found[name] = _artifact(name, f"{folder}/{relative}", status)
     return sorted(found.values(), key=lambda a: a.name)
 
 
@@ -82,10 +68,14 @@ def check_name(name: str) -> None:
 def find_artifact(run: RunDir, name: str) -> Artifact:
     """The file called `name` in the attempt's folders; 404 if there is none."""
     check_name(name)
-    for prefix, root in _roots(run):
+    for prefix, folder in ROOTS:
         if not name.startswith(prefix):
             continue
-        path = root / name.removeprefix(prefix)
-        if path.is_file() and _inside(path, root, run):
-            return _artifact(name, path)
+        relative = f"{folder}/{name.removeprefix(prefix)}"
+        try:
+            found = job_files.lstat(run.path, relative)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode):
+            return _artifact(name, relative, found)
     raise NotFound(f"no artifact named {name!r}; GET .../artifacts lists them")

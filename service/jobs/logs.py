@@ -4,7 +4,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from gpuq.contract.safe_open import open_inside
+from gpuq.contract.job_files import open_file
 
 MAX_LOG_BYTES = 16 * 1024 * 1024
 FOLLOW_POLL_S = 0.25
@@ -15,7 +15,7 @@ def read_log(path: Path, *, offset: int = 0, tail: int | None = None) -> tuple[b
     """The log from `offset` (at most 16 MiB), or its last `tail` lines; and the byte
     offset where the answer ends, to ask for the next page from."""
     try:
-        with open_inside(path, path.parent) as f:
+        with open_file(path.parent, path.name) as f:
             size = f.seek(0, 2)
             if tail is not None:
                 start = max(0, size - MAX_LOG_BYTES)
@@ -42,7 +42,7 @@ async def follow_log(
         current = await asyncio.to_thread(path)
         if current is not None:
             try:
-                with open_inside(current, current.parent) as f:
+                with open_file(current.parent, current.name) as f:
                     f.seek(offset)
                     while chunk := f.read(CHUNK_BYTES):
                         offset += len(chunk)

@@ -5,28 +5,32 @@ Its owner and admins see everything. Others never see its webhook URL (it may em
 token, as Slack's do). Under GPUQ_RUN_AS=owner a job's run is its owner's alone, as its
 files on disk are, so others also miss what the run said: its log lines (`log_tail`), its
 own words in `message` and in a retry's `wait_reason` (an exception, a log line, the frame a
-crash ended in), and its spec's `command.env` and `idle_exempt` reason. They keep its state,
-reason, resources, placement, progress and metrics. Each field left out is named in
-`hidden`. Under `service` every job runs as one account and can read the others' files
-anyway.
+crash ended in), and its spec's `command.env` and `idle_exempt` reason (and a sweep
+member's parameters that set `command.env`). They keep its state, reason, resources,
+placement, progress and metrics. Each field left out is named in `hidden`. Under `service`
+every job runs as one account and can read the others' files anyway.
+
+A sweep is seen by the same rule as its members (`sweep_as_seen_by`, `curves_as_seen_by`).
 
 Webhook deliveries carry the whole job: they go to the job's own webhook, the owner's.
 """
 
 from typing import Any, TypeVar
 
+from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import Reason
-from service.public import JobEvent, JobPublic, SweepPublic, SweepSummary
+from service.public import JobEvent, JobPublic, SweepCurves, SweepPublic, SweepSummary
 from service.settings import Settings
 from service.team.users import Caller
 
 J = TypeVar("J", bound=JobEvent)
 S = TypeVar("S", bound=SweepSummary)
+Spec = TypeVar("Spec", bound=JobSpec)
 
-#: Reasons whose `message` is gpuq's own words alone, never the job's.
+#: Reasons whose `message` is gpuq's own words alone, never the job's (`outcome.classify`
+#: keeps it so; a node it names is a host name, as the job's `nodes` show it to all).
 OWN_WORDS = frozenset(
     {
-        Reason.host_oom,
         Reason.worker_lost,
         Reason.cancelled_by_user,
         Reason.dependency_failed,
@@ -43,6 +47,8 @@ MEANING = {
     # A crash names the frame its stack in the log ends in: a path of the job's.
     Reason.signal: "was ended by a signal (see exit_signal)",
     Reason.gpu_oom: "ran out of GPU memory",
+    # gpuq's training process says how (its `failed` event): the job's words.
+    Reason.host_oom: "ran out of host memory",
     Reason.memory_cap_exceeded: "went over its GPU memory cap",
     Reason.placement_violation: "used a GPU it was not given",
     Reason.invalid_spec: "its spec or its data could not be used",
@@ -58,10 +64,24 @@ PRIVATE = (
     "wait_reason",
     "log_tail",
     "previous_attempts.message",
+    "params",
     "spec.command.env",
     "spec.idle_exempt",
     "spec.webhook",
 )
+#: What others may miss of a sweep, as named in its `hidden`.
+SWEEP_PRIVATE = (
+    "members.message",
+    "members.params",
+    "best.params",
+    "spec.command.env",
+    "spec.idle_exempt",
+    "spec.sweep.parameters",
+    "spec.sweep.points",
+    "spec.webhook",
+)
+#: A sweep parameter that sets a variable of the job's environment: as private as `env`.
+ENV_PARAM = "command.env."
 
 
 def as_seen_by(caller: Caller, job: J, settings: Settings) -> J:
@@ -81,13 +101,13 @@ def as_seen_by(caller: Caller, job: J, settings: Settings) -> J:
     return seen.model_copy(update={"hidden": hidden}) if hidden else job
 
 
-def _at(job: JobEvent, path: str) -> Any:
-    """The value at a dotted `path` of `job`; None where a part is missing, a list of
-    values through a list."""
-    value: Any = job
+def _at(item: Any, path: str) -> Any:
+    """The value at a dotted `path` of `item` (a job, a sweep); None where a part is
+    missing, a list of values through a list."""
+    value: Any = item
     for name in path.split("."):
         if isinstance(value, list):
-            value = [getattr(item, name, None) for item in value]
+            value = [getattr(each, name, None) for each in value]
         else:
             value = getattr(value, name, None)
     return value
@@ -115,36 +135,78 @@ def _retry_without_words(wait_reason: str | None) -> str | None:
 
 def _details(job: JobPublic, *, private: bool) -> dict[str, Any]:
     """The fields only a `JobPublic` has, as others see them."""
-    spec = job.spec.model_copy(update={"webhook": None})
+    spec = _spec(job.spec, private=private)
     if not private:
         return {"spec": spec}
-    if spec.command is not None and spec.command.env:
-        spec = spec.model_copy(update={"command": spec.command.model_copy(update={"env": {}})})
     attempts = [
         a.model_copy(update={"message": public_message(a.reason, a.message)})
         for a in job.previous_attempts
     ]
-    return {
-        "spec": spec.model_copy(update={"idle_exempt": None}),
-        "log_tail": [],
-        "previous_attempts": attempts,
-    }
+    params = None if job.params is None else _without_env(job.params)
+    return {"spec": spec, "log_tail": [], "previous_attempts": attempts, "params": params}
+
+
+def _spec(spec: Spec, *, private: bool) -> Spec:
+    """A job's (or a sweep's) spec as others see it: never its webhook; under
+    GPUQ_RUN_AS=owner, not its `command.env` nor its `idle_exempt` reason either."""
+    update: dict[str, Any] = {"webhook": None}
+    if private:
+        update["idle_exempt"] = None
+        if spec.command is not None and spec.command.env:
+            update["command"] = spec.command.model_copy(update={"env": {}})
+    return spec.model_copy(update=update)
+
+
+def _without_env(params: dict[str, Any]) -> dict[str, Any]:
+    """A sweep member's parameters but those that set its environment (`command.env.X`)."""
+    return {name: value for name, value in params.items() if not name.startswith(ENV_PARAM)}
 
 
 def sweep_as_seen_by(caller: Caller, sweep: S, settings: Settings) -> S:
-    """A sweep as `caller` may see it, by the same rule as its members: whole for its owner
-    and admins; for others without its spec's webhook and, under GPUQ_RUN_AS=owner, without
-    its `command.env` and its members' own words."""
+    """A sweep (a `SweepSummary` or a `SweepPublic`) as `caller` may see it, by the same
+    rule as its members: whole for its owner and admins; for others never its spec's
+    webhook and, under GPUQ_RUN_AS=owner, neither its `command.env`, its `idle_exempt`
+    reason, the parameters that set `command.env`, nor its members' own words; listed in
+    `hidden`."""
     if caller.manages(sweep.owner):
         return sweep
     private = settings.run_as == "owner"
-    spec = sweep.spec.model_copy(update={"webhook": None})
-    if private and spec.command is not None:
-        spec = spec.model_copy(update={"command": spec.command.model_copy(update={"env": {}})})
+    spec = _spec(sweep.spec, private=private)
+    if private:
+        section = spec.sweep
+        parameters = _without_env(section.parameters)
+        points = [_without_env(point) for point in section.points]
+        spec = spec.model_copy(
+            update={
+                "sweep": section.model_copy(update={"parameters": parameters, "points": points})
+            }
+        )
     update: dict[str, Any] = {"spec": spec}
     if private and isinstance(sweep, SweepPublic):
         update["members"] = [
-            m.model_copy(update={"message": public_message(m.reason, m.message)})
+            m.model_copy(
+                update={
+                    "message": public_message(m.reason, m.message),
+                    "params": _without_env(m.params),
+                }
+            )
             for m in sweep.members
         ]
-    return sweep.model_copy(update=update)
+        if sweep.best is not None:
+            update["best"] = sweep.best.model_copy(
+                update={"params": _without_env(sweep.best.params)}
+            )
+    seen = sweep.model_copy(update=update)
+    hidden = [path for path in SWEEP_PRIVATE if _at(seen, path) != _at(sweep, path)]
+    return seen.model_copy(update={"hidden": hidden}) if hidden else sweep
+
+
+def curves_as_seen_by(
+    caller: Caller, owner: str, curves: SweepCurves, settings: Settings
+) -> SweepCurves:
+    """A sweep's curves as `caller` may see them: its members' parameters without those
+    that set `command.env` unless `caller` manages the sweep's `owner` (GPUQ_RUN_AS=owner)."""
+    if caller.manages(owner) or settings.run_as != "owner":
+        return curves
+    members = [m.model_copy(update={"params": _without_env(m.params)}) for m in curves.members]
+    return curves.model_copy(update={"members": members})

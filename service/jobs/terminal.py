@@ -2,9 +2,10 @@
 runner, which holds the terminal as the job's owner (`worker.session`).
 
 gpuq connects to the runner's `terminal.sock` in the attempt's folder, a folder the owner
-can write: so it believes the socket only if the kernel says the process listening on it
-is the runner gpuq recorded (`SO_PEERCRED`). A link to another program's socket gets
-nothing but a closed connection.
+can write: so it never follows a link there (`job_files.connect`: a link to another
+member's session is refused before anything connects to it), and it believes the socket
+only if the kernel says the process listening on it is the runner gpuq recorded, as the
+account the folder was given to (`SO_PEERCRED`).
 """
 
 import asyncio
@@ -15,7 +16,7 @@ import socket
 from collections.abc import MutableMapping
 from typing import Any, Protocol
 
-from gpuq.contract import terminal
+from gpuq.contract import job_files, terminal
 from gpuq.contract.processes import peer_credentials
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.states import JobStatus
@@ -46,23 +47,20 @@ def check_attach(job: Job, caller: Caller) -> int:
 
 def connect(run: RunDir, runner_pid: int) -> socket.socket:
     """A connection to the runner's terminal; `Unavailable` if there is none, or if who
-    listens is not the runner."""
+    listens is not the runner (the pid gpuq recorded, as the account the attempt's folder
+    was given to)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        folder = os.open(run.path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            # Through the folder: the whole path may pass a socket's 108 bytes.
-            sock.connect(f"/proc/self/fd/{folder}/{run.terminal.name}")
-        finally:
-            os.close(folder)
-        pid, _, _ = peer_credentials(sock)
+        job_files.connect(run.path, run.terminal.name, sock)  # never through a link
+        pid, uid, _ = peer_credentials(sock)
+        owner = os.stat(run.path).st_uid
     except OSError as exc:
         sock.close()
         raise Unavailable(
             "the session's terminal cannot be reached: it is attached elsewhere, has ended, "
             "or runs on another gpuq host"
         ) from exc
-    if pid != runner_pid:
+    if (pid, uid) != (runner_pid, owner):
         sock.close()
         raise Unavailable("the session's terminal is not its runner's; not attaching")
     return sock

@@ -13,8 +13,9 @@ from pathlib import Path
 from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
+from gpuq.contract.job_files import open_file
 from gpuq.contract.outcome import Outcome, classify
-from gpuq.contract.safe_open import open_inside
+from gpuq.contract.run_records import parse_exit
 from gpuq.contract.states import JobStatus, Reason
 from service.executors import Exit
 from service.jobs import writes
@@ -170,13 +171,21 @@ def finish_job(
 def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
     """How the job ended: the runner's record, unless the executor knows better (Slurm ended
     it at its limit, its node failed, it was preempted) and gpuq neither stopped it itself
-    nor saw it succeed."""
-    code = exit.record.get("exit_code") if exit.record else None
+    nor saw it succeed. A record that breaks the contract (`run_records.ExitRecord`: the
+    job's processes can write it) is logged and judged as none."""
+    record, problem = parse_exit(exit.record)
+    if problem is not None:
+        log.warning(
+            "job %d: its exit.json breaks the contract (%s); judged as if it left none",
+            exit.job_id,
+            problem,
+        )
+    code = record.exit_code if record is not None else None
     verdict = exit.verdict
     if verdict is not None and code != 0 and job.stop_reason is None:
         return Outcome(verdict.status, verdict.reason, verdict.message, code)
     return classify(
-        exit_info=exit.record,
+        exit_info=record,
         detail=job.message,
         stop_reason=job.stop_reason,
         time_limit_s=job.spec.get("time_limit_s"),
@@ -189,7 +198,7 @@ def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
 def tail_log(path: Path, lines: int) -> list[str]:
     """The last lines of a job's log (read from its last 64 KiB)."""
     try:
-        with open_inside(path, path.parent) as f:
+        with open_file(path.parent, path.name) as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 64 * 1024))
             text = f.read().decode(errors="replace")

@@ -154,7 +154,7 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
     )
     try:
         # Outside any write transaction: sbatch may take seconds.
-        started = launch(books, executor, attempt_launch, job.unix_user)
+        started = launch(books, executor, attempt_launch, job.owner, job.unix_user)
     except LaunchError as exc:
         log.error("job %d: %s", job.id, exc)
         with books.db.write() as session:

@@ -8,7 +8,6 @@ a warning, and a job whose events cannot be read or recorded is logged and passe
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,8 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
-from gpuq.contract import event_records
-from gpuq.contract.safe_open import open_inside
+from gpuq.contract import event_records, job_files
 from gpuq.contract.states import JobStatus, Reason
 from service.jobs import writes
 from service.jobs.writes import JOB
@@ -45,7 +43,7 @@ def read_events(path: Path, offset: int) -> tuple[list[Any], int]:
     lines are left out.
     """
     try:
-        with open_inside(path, path.parent) as f:
+        with job_files.open_file(path.parent, path.name) as f:
             f.seek(offset)
             chunk = f.read(MAX_READ_BYTES)
     except OSError:  # missing, not a regular file inside, a link to itself...: nothing yet
@@ -130,8 +128,7 @@ def new_events(running: Running) -> tuple[Digest, int] | None:
     None if there is no new complete line (the file has not grown: one `stat`)."""
     path = running.run.events
     try:
-        # lstat: the job owns the file; what it points to is `open_inside`'s to judge.
-        if os.lstat(path).st_size <= running.offset:
+        if job_files.lstat(path.parent, path.name).st_size <= running.offset:
             return None
     except OSError:
         return None

@@ -98,15 +98,25 @@ def new_launch(
     )
 
 
-def launch(books: Books, executor: Executor, attempt: Launch, unix_user: str | None) -> Started:
-    """Hands `attempt` to `executor`, as whom it runs as; `LaunchError` if it cannot start
-    (the job then fails, `launch_error`)."""
-    return executor.start(run_as.launch_as(books.settings, books.db, attempt, unix_user))
+def launch(
+    books: Books, executor: Executor, attempt: Launch, owner: str, unix_user: str | None
+) -> Started:
+    """Hands `owner`'s `attempt` to `executor`, as whom it runs as; `LaunchError` if it
+    cannot start, or the run-as rules in force now refuse it (the job then fails,
+    `launch_error`)."""
+    settings = books.settings
+    return executor.start(run_as.launch_as(settings, books.db, attempt, owner, unix_user))
 
 
 #: What starting a placed job reads of it, if it is still queued (built once).
 _CLAIMABLE = select(
-    JOB.c.id, JOB.c.attempt, JOB.c.spec, JOB.c.unix_user, JOB.c.created_at, JOB.c.params
+    JOB.c.id,
+    JOB.c.attempt,
+    JOB.c.spec,
+    JOB.c.owner,
+    JOB.c.unix_user,
+    JOB.c.created_at,
+    JOB.c.params,
 ).where(JOB.c.id.in_(bindparam("ids", expanding=True)), JOB.c.status == JobStatus.queued)
 
 
@@ -115,6 +125,7 @@ class _Claimed:
     """A job claimed in a transaction not yet committed: what to launch once it is."""
 
     launch: Launch
+    owner: str
     unix_user: str | None
     running: Running
     waited_s: float | None  #: a first attempt's time in the queue
@@ -166,7 +177,7 @@ class Starts:
         )
         waited = (utcnow() - job.created_at).total_seconds() if attempt == 1 else None
         attempt_launch = new_launch(books, job.id, attempt, spec, devices, params=job.params)
-        self._claimed.append(_Claimed(attempt_launch, job.unix_user, running, waited))
+        self._claimed.append(_Claimed(attempt_launch, job.owner, job.unix_user, running, waited))
 
 
 @contextmanager
@@ -189,7 +200,7 @@ def _launch(books: Books, job: _Claimed) -> None:
     claimed and not launched would hold its GPUs until gpuq's next start."""
     job_id, attempt = job.launch.job_id, job.launch.attempt
     try:
-        started = launch(books, books.executor, job.launch, job.unix_user)
+        started = launch(books, books.executor, job.launch, job.owner, job.unix_user)
     except Exception as exc:  # whatever it was, the job is claimed and must not stay so
         if not isinstance(exc, LaunchError):
             log.exception("job %d: its launch failed", job_id)

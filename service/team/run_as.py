@@ -4,6 +4,9 @@
   (`gpuq users add NAME --unix-user LOGIN`), and a job whose owner has none is refused.
 - `service`: every job runs as gpuq's own account. Under root that would be root, so
   `command` jobs are refused unless GPUQ_ALLOW_ROOT_JOBS=1 (a single-user box, a container).
+
+The rules are asked at submit (`Service._admit`) and again as each attempt starts
+(`launch_as`), with the settings and users of that moment: a job may wait for days.
 """
 
 import logging
@@ -75,9 +78,16 @@ def shares_account(settings: Settings) -> bool:
     )
 
 
-def sharing_members(settings: Settings, db: Database) -> int:
-    """How many users' jobs run as gpuq's own account (`shares_account`); 0 where none do."""
-    return len(users.current_users(db)) if shares_account(settings) else 0
+def sharing_members(settings: Settings, db: Database, owner: str | None = None) -> int:
+    """How many people's jobs run as gpuq's own account (`shares_account`): the users, and
+    the owner of a job about to start where it is none of them (a job queued before users
+    were added, or of a revoked user); 0 where none do, or in open mode."""
+    if not shares_account(settings):
+        return 0
+    names = {user.caller.name for user in users.current_users(db)}
+    if names and owner is not None:
+        names.add(owner)
+    return len(names)
 
 
 def shared_account_problem(settings: Settings, members: int) -> str | None:
@@ -145,19 +155,28 @@ def check_shared(settings: Settings, db: Database) -> None:
         raise Forbidden(f"no job can run here: {problem}")
 
 
-def check_spec(settings: Settings, spec: JobSpec) -> None:
-    """Refuses a job that would run someone's own program as root by accident."""
+def root_problem(settings: Settings, spec: JobSpec) -> str | None:
+    """Why `spec` would run someone's own program as root by accident; None where it would
+    not."""
     if (
         spec.command is not None
         and settings.run_as == "service"
         and accounts.running_as_root()
         and not settings.allow_root_jobs
     ):
-        raise Forbidden(
+        return (
             "command jobs and sessions would run as root here (gpuq runs as root with "
             "GPUQ_RUN_AS=service); "
             f"{BIND_HINT}, or on a single-user box set GPUQ_ALLOW_ROOT_JOBS=1"
         )
+    return None
+
+
+def check_spec(settings: Settings, spec: JobSpec) -> None:
+    """Refuses a job that would run someone's own program as root by accident."""
+    problem = root_problem(settings, spec)
+    if problem is not None:
+        raise Forbidden(problem)
 
 
 def path_rules(settings: Settings, account: Account | None, *, has_users: bool) -> PathRules:
@@ -171,20 +190,68 @@ def path_rules(settings: Settings, account: Account | None, *, has_users: bool) 
 
 
 class LaunchRefused(LaunchError):
-    """A placed job cannot start as whom it must run as."""
+    """A placed job may not start: the rules in force now refuse it, or its owner's account
+    is gone."""
 
 
-def launch_as(settings: Settings, db: Database, launch: Launch, unix_user: str | None) -> Launch:
-    """`launch`, with whom it runs as (GPUQ_RUN_AS=owner) or where its data must lie (users,
-    jobs as gpuq's account); `LaunchRefused` if its owner's account is gone."""
+#: what every refusal at the start of a job ends with
+RESUBMIT = "then submit it again"
+
+
+def launch_as(
+    settings: Settings, db: Database, launch: Launch, owner: str, unix_user: str | None
+) -> Launch:
+    """`launch`, if the rules in force now let `owner`'s job start (those it was admitted
+    under, with today's settings, users and bindings: a job may wait for days), with whom
+    it runs as (GPUQ_RUN_AS=owner) or where its data must lie (users, jobs as gpuq's
+    account); `LaunchRefused` saying which rule refused it."""
+    problem = root_problem(settings, launch.spec) or _shared_problem(settings, db, owner)
+    if problem is not None:
+        raise LaunchRefused(f"not started: {problem}; {RESUBMIT}")
     if settings.run_as == "owner":
-        if unix_user is None:
-            account, problem = None, "its owner was bound to no Unix account at submit"
-        else:
-            account, problem = job_account(unix_user)
-        if account is None:
-            raise LaunchRefused(f"cannot run as its owner (GPUQ_RUN_AS=owner): {problem}")
-        return replace(launch, run_as=account)
+        return replace(launch, run_as=_owner_account(db, owner, unix_user))
     if users.has_users(db):
         return replace(launch, data_roots=tuple(str(r) for r in settings.data_roots))
     return launch
+
+
+def _shared_problem(settings: Settings, db: Database, owner: str) -> str | None:
+    """`shared_account_problem` at the start of `owner`'s job, where `owner` may be no user
+    now: one who submitted it before users were added, or a revoked one."""
+    problem = shared_account_problem(settings, sharing_members(settings, db, owner))
+    if problem is None or any(u.caller.name == owner for u in users.current_users(db)):
+        return problem
+    return (
+        f"its owner {owner} is no gpuq user now (it was queued before users were added, or "
+        f"{owner} was revoked), and its program would run as gpuq's own account "
+        f"({accounts.service_account()}, GPUQ_RUN_AS=service) beside the users' jobs, able to "
+        f"read and change gpuq's database and their jobs and files; {SHARED_HINT}"
+    )
+
+
+def _owner_account(db: Database, owner: str, unix_user: str | None) -> Account:
+    """The account `owner`'s job runs as: the one it was submitted with, still fit to run
+    jobs, and still `owner`'s where they are a user (an admin may have bound them elsewhere
+    since)."""
+    bound = next((u.caller for u in users.current_users(db) if u.caller.name == owner), None)
+    if bound is not None and bound.unix_user != unix_user:
+        was = f"the Unix account {unix_user!r}" if unix_user else "no Unix account"
+        if bound.unix_user is None:
+            now = f"to none now; an admin binds them (`gpuq users set {owner} --unix-user LOGIN`)"
+        else:
+            now = f"to {bound.unix_user!r} now"
+        raise LaunchRefused(
+            f"not started: jobs run as their owner's Unix account (GPUQ_RUN_AS=owner), and "
+            f"{owner} was bound to {was} when it was queued but {now}; {RESUBMIT}"
+        )
+    if unix_user is None:
+        account, problem = None, "its owner was bound to no Unix account at submit"
+    else:
+        account, problem = job_account(unix_user)
+    if account is None:
+        raise LaunchRefused(
+            f"not started: cannot run as its owner (GPUQ_RUN_AS=owner): {problem}; an admin "
+            f"binds {owner} to an account (`gpuq users set {owner} --unix-user LOGIN`); "
+            f"{RESUBMIT}"
+        )
+    return account

@@ -2,6 +2,7 @@
 
 import hashlib
 import hmac
+import os
 import pwd
 import re
 import secrets
@@ -9,9 +10,10 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
 
-from service.errors import Conflict, Invalid, NotFound, Unauthorized
+from service.errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 from service.store.db import Database, utcnow
 from service.store.tables import User
+from service.team import accounts
 from service.team.audit import record
 
 TOKEN_PREFIX = "gpuq_"
@@ -80,8 +82,9 @@ def add_user(
 
 
 def set_unix_user(db: Database, name: str, unix_user: str | None, *, actor: Caller = OPEN) -> None:
-    """Binds `name` to the Unix account `unix_user` (None: unbinds). Jobs already queued
-    keep the account they were submitted with."""
+    """Binds `name` to the Unix account `unix_user` (None: unbinds). A job of theirs queued
+    with another account no longer starts (`run_as.launch_as`): it is not run as an account
+    they were unbound from."""
     if unix_user is not None:
         check_unix_user(unix_user)
     with db.write() as session:
@@ -177,13 +180,15 @@ def authenticate(db: Database, authorization: str | None) -> Caller:
 def authenticate_peer(db: Database, uid: int) -> Caller:
     """The caller on the local socket, by the kernel's word on its uid: the user bound to
     that account. While no user exists, the account's own name (acting as admin, like any
-    caller in open mode), and its jobs run as that account under GPUQ_RUN_AS=owner."""
+    caller in open mode; under root, root alone: `check_open_peer`), and its jobs run as
+    that account under GPUQ_RUN_AS=owner."""
     try:
         login = pwd.getpwuid(uid).pw_name
     except KeyError:
         raise Unauthorized(f"uid {uid} has no account name on this box") from None
     users = current_users(db)
     if not users:
+        check_open_peer(uid)
         return Caller(name=login, admin=True, unix_user=login)
     for user in users:
         if user.caller.unix_user == login:
@@ -192,4 +197,22 @@ def authenticate_peer(db: Database, uid: int) -> Caller:
         f"the Unix account {login!r} (uid {uid}) is bound to no gpuq user; an admin binds it "
         f"with `gpuq users add NAME --unix-user {login}` (or `gpuq users set NAME --unix-user "
         f"{login}`), or send a token"
+    )
+
+
+def check_open_peer(uid: int) -> None:
+    """In open mode, `Forbidden` for a local socket peer other than root (and gpuq's own
+    account, which is root then) where gpuq runs as root: any other account would act as
+    an admin, on every member's jobs and files and with jobs run as root or as others."""
+    if not accounts.running_as_root() or uid in (0, os.geteuid()):
+        return
+    try:
+        login = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        login = "LOGIN"
+    raise Forbidden(
+        f"no gpuq user exists yet and gpuq runs as root, so its local socket serves root "
+        f"alone (uid {uid} would act as an admin there): an admin creates users as root, "
+        f"the first with `gpuq users add NAME --admin`, and binds your account with "
+        f"`gpuq users add NAME --unix-user {login}`; then the socket knows you"
     )

@@ -50,14 +50,17 @@ class Server:
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, *args: str) -> None:
+    def start(self, *args: str, new_session: bool = False) -> None:
+        """`new_session`: gpuq serve leads a session with no terminal, as under systemd."""
         with open(self.home.parent / "serve.log", "ab") as log:
             self.proc = subprocess.Popen(
                 [*self.gpuq, "serve", *args],
                 env=self.env,
                 cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=new_session,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

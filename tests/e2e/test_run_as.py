@@ -10,6 +10,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from service.store.db import Database
 from service.store.migrate import upgrade
 from service.team import users
 from tests.accounts import ANA, BOB, Accounts, as_user, throwaway_accounts
-from tests.conftest import TINY_KERAS, serving, wait_for
+from tests.conftest import TINY_KERAS, ended, serving, wait_for
 from tests.e2e.server import Server
 from tests.e2e.sse import read_events
 
@@ -194,6 +195,26 @@ def test_owners_without_an_account_are_refused_with_how_to_bind_them(team):
     )
 
 
+def test_a_queued_job_starts_only_as_the_account_its_owner_is_bound_to_then(team, accounts):
+    """The binding is asked again when the job starts: unbound (or bound elsewhere) since it
+    was queued, it does not start as the account it was queued with."""
+    later = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
+    mark = Path(accounts.ana.pw_dir) / "unbound-ran"  # hers to write
+    spec = {**command(f"open({str(mark)!r}, 'w')"), "not_before": later}
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(team["tokens"]["admin"]))
+        queued = client.post("/v1/jobs", json=spec, headers=bearer(team["tokens"]["ana"]))
+        assert queued.status_code == 201, queued.text
+        users.set_unix_user(client.app.state.service.db, "ana", None)
+        job = wait_for(client, queued.json()["id"], ended)
+    assert (job["status"], job["reason"]) == ("failed", "launch_error") and not mark.exists()
+    assert job["message"] == (
+        "not started: jobs run as their owner's Unix account (GPUQ_RUN_AS=owner), and ana was "
+        f"bound to the Unix account '{ANA}' when it was queued but to none now; an admin binds "
+        "them (`gpuq users set ana --unix-user LOGIN`); then submit it again"
+    )
+
+
 def test_run_as_owner_needs_root_and_says_so(accounts):
     home = accounts.scratch / "ana-serves"
     home.mkdir()
@@ -258,11 +279,14 @@ def test_local_users_log_in_on_the_socket_by_who_they_are(accounts):
     server.start()
     try:
         assert stat.S_IMODE((home / "gpuq.sock").stat().st_mode) == 0o666
-        # Open mode: the account's own name, acting for itself.
+        # Open mode, gpuq as root: every caller would be an admin, so the socket that every
+        # account may connect to serves root alone, and `gpuq serve` said so.
         done = as_user(ANA, *cli, "submit", str(spec), "--json", env=socket_env)
-        assert done.returncode == 0, done.stderr
-        first = json.loads(done.stdout)
-        assert (first["owner"], first["unix_user"]) == (ANA, ANA)
+        assert done.returncode == 1 and "403" in done.stderr, done.stderr
+        assert "serves root alone" in done.stderr and f"--unix-user {ANA}" in done.stderr
+        said = (home.parent / "serve.log").read_text()
+        assert f"local login on {home / 'gpuq.sock'} for root alone while no user exists" in said
+        assert as_user("root", *cli, "ls", env=socket_env).returncode == 0
 
         admin = server.cli("users", "add", "root", "--admin").splitlines()[-1]
         server.cli("users", "add", "ana", "--unix-user", ANA)
@@ -357,6 +381,7 @@ def test_gpuq_run_and_gpuq_shell_on_the_socket_run_as_who_you_are(accounts):
     socket_env = {"GPUQ_SOCKET": str(home / "gpuq.sock"), "PS1": "READY> "}  # no token
     server.start()
     try:
+        server.cli("users", "add", ANA, "--unix-user", ANA)  # as root, no user: root's alone
         done = as_user(ANA, *cli, "run", "--gpus", "0", "--", "id", "-u", env=socket_env)
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"{accounts.ana.pw_uid}\n"

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from gpuq.contract.sweep import SweepSpec
 from service.api.deps import CallerDep, ServiceDep, SweepId
 from service.api.errors import documented
-from service.jobs.privacy import sweep_as_seen_by
+from service.jobs.privacy import curves_as_seen_by, sweep_as_seen_by
 from service.public import SweepCurves, SweepPage, SweepPublic
 from service.sweeps import reads, views
 
@@ -67,7 +67,8 @@ def get_sweep(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> Swee
 @router.get("/{sweep_id}/metrics")
 def sweep_metrics(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> SweepCurves:
     """Every member's metric per epoch: the curves the dashboard overlays."""
-    return views.curves(service.db, reads.get_sweep(service.db, sweep_id))
+    sweep = reads.get_sweep(service.db, sweep_id)
+    return curves_as_seen_by(caller, sweep.owner, views.curves(service.db, sweep), service.settings)
 
 
 @router.post("/{sweep_id}/cancel", status_code=status.HTTP_202_ACCEPTED)

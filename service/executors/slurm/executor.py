@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuq.contract import job_files
 from gpuq.contract.processes import RUNNER_MODULE
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.contract.spec import PRIORITY_MAX, SlurmOptions
@@ -70,7 +71,9 @@ class _Job:
 
     def ran(self) -> bool:
         """The runner started: its files are the authority, whatever `squeue` said last."""
-        return self.run.runner.exists() or self.run.exit.exists()
+        return job_files.exists(self.run.path, self.run.runner.name) or job_files.exists(
+            self.run.path, self.run.exit.name
+        )
 
 
 class SlurmExecutor:
@@ -177,7 +180,7 @@ class SlurmExecutor:
             job = _Job(job_id, executor_job_id, self.run_dir(job_id, attempt))
             self._jobs[job_id] = job
             self._poll_soon(0.0)
-        return not job.run.exit.exists()
+        return not job_files.exists(job.run.path, job.run.exit.name)
 
     # --- following them --------------------------------------------------------------------
 
@@ -302,7 +305,11 @@ class SlurmExecutor:
         """One `squeue` for every job, when due: soon after anything happened, then
         backing off (doubling up to `slurm_poll_max_s`) while nothing changes."""
         with self._lock:
-            if any(j.run.exit.exists() for j in self._jobs.values() if j.reported_start):
+            if any(
+                job_files.exists(j.run.path, j.run.exit.name)
+                for j in self._jobs.values()
+                if j.reported_start
+            ):
                 self._next_poll = min(self._next_poll, time.monotonic() + ENDING_POLL_S)
             if not self._jobs or time.monotonic() < self._next_poll:
                 return

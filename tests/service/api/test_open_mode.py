@@ -3,8 +3,10 @@ the last user revoked on a non-loopback bind closes the API, and a loopback gpuq
 no `Host` but its own names (DNS rebinding), no proxy and no other site's page."""
 
 import os
+import pwd
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +143,11 @@ def over_socket(app: Any, uid: int) -> Any:
     return with_peer
 
 
-@pytest.fixture
-def socket_client(settings: Settings) -> Iterator[TestClient]:
+@contextmanager
+def on_socket(settings: Settings, uid: int) -> Iterator[TestClient]:
+    """A client of the API as the account `uid` reaches it on the local socket."""
     service = Service.open(settings, schedule=False)
-    app = over_socket(create_app(settings, service), os.getuid())
+    app = over_socket(create_app(settings, service), uid)
     try:
         # Not `local_client`: on the socket, any name and no address at all will do.
         with TestClient(app, base_url="http://gpuq.socket", client=("", 0)) as client:
@@ -153,8 +156,33 @@ def socket_client(settings: Settings) -> Iterator[TestClient]:
         service.close()
 
 
+@pytest.fixture
+def socket_client(settings: Settings) -> Iterator[TestClient]:
+    with on_socket(settings, os.getuid()) as client:
+        yield client
+
+
 def test_on_the_local_socket_any_host_is_served_with_no_user(socket_client):
     assert socket_client.get("/v1/jobs").status_code == 200  # as gpuq's own client sends it
     assert socket_client.get("/v1/jobs", headers={"Host": "localhost"}).status_code == 200
     # With a token header but no user, the caller is open mode's, still over the socket.
     assert socket_client.get("/v1/jobs", headers=bearer("gpuq_stale")).status_code == 200
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule is root's")
+def test_as_root_with_no_user_the_socket_serves_root_alone(settings, db):
+    """Issue 47, F: with no user every caller is an admin; under root, on a socket every
+    account may connect to, that would be every account on the box."""
+    nobody = pwd.getpwnam("nobody")
+    with on_socket(settings, nobody.pw_uid) as socket_client:
+        for headers in ({}, bearer("gpuq_stale")):  # with a token or not: open mode's caller
+            for method, path in (("GET", "/v1/jobs"), ("POST", "/v1/jobs"), ("GET", "/v1/gpus")):
+                refused = socket_client.request(method, path, json=job_spec(), headers=headers)
+                assert refused.status_code == 403, (method, path, refused.text)
+                detail = refused.json()["detail"]
+                assert "its local socket serves root alone" in detail, detail
+                assert FIRST_USER in detail and "--unix-user nobody" in detail, detail
+        # With users, the socket knows an account by the user bound to it, as ever.
+        users.add_user(db, "admin", admin=True)
+        users.add_user(db, "nob", unix_user=nobody.pw_name)
+        assert socket_client.get("/v1/jobs").status_code == 200

@@ -44,7 +44,8 @@ def test_a_start_says_each_fact_once_and_nothing_of_the_libraries(tmp_path: Path
         "gpuq: GPUs: 2x Simulated GPU, 8192 MiB each (jobs train on CPU devices)"
     )
     assert one(first, "gpuq: listening on ").startswith(f"gpuq: listening on {server.url}: ")
-    one(first, f"gpuq: local login on {home}/gpuq.sock")
+    # ...and with no user, as root, the socket is root's alone (anyone else: an admin).
+    assert "for root alone while no user exists" in one(first, f"gpuq: local login on {home}/")
     one(first, "gpuq: NO USERS DEFINED")
     assert first[-1] == "gpuq: stopped"
     assert len(first) == 8, first

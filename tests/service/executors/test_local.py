@@ -56,6 +56,39 @@ def test_a_pid_named_in_runner_json_is_never_signalled(executor, victim, recorde
     assert executor.job_sessions() == {}
 
 
+def test_a_group_whose_leader_is_gone_is_never_signalled_for_a_job_naming_it(executor):
+    """Attack B: no record of gpuq's (it stopped between a launch and its record), and
+    `runner.json` names the id of root's process group whose leader has ended (`killpg`
+    would still reach it). The job's real runner is found by its session and folder."""
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 60 >/dev/null & echo $!"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+    )
+    left = int(leader.stdout.readline())
+    leader.wait()
+    run = names_in_runner_json(executor, 9, left)
+    (run.runner).write_text(json.dumps({"runner_pid": leader.pid}))
+    real = subprocess.Popen(["sleep", "60"], cwd=run.path, start_new_session=True)
+    try:
+        assert executor.adopt(9, 1, None) is True  # the real runner, found
+        assert executor.job_sessions() == {real.pid: 9}
+        real.kill()
+        real.wait()
+        assert [e.job_id for e in executor.exited()] == [9]
+        assert process_start_ticks(left) is not None  # root's sleep lives on
+    finally:
+        subprocess.run(["kill", "-9", str(left)], check=False)
+        real.kill()
+        real.wait()
+
+    # With no runner to be found, nothing is signalled and the job is over.
+    run = names_in_runner_json(executor, 10, leader.pid)
+    assert executor.adopt(10, 1, None) is False
+    assert executor.job_sessions() == {}
+    assert [e.job_id for e in executor.exited()] == [10]
+
+
 def test_a_runner_is_known_by_its_session_and_its_attempts_folder(executor, tmp_path):
     run = executor.run_dir(3, 1)
     run.create()

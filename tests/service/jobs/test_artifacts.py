@@ -4,7 +4,7 @@ import pytest
 
 from gpuq.contract.rundir import RunDir
 from service.errors import Invalid, NotFound
-from service.jobs.artifacts import check_name, find_artifact, list_artifacts
+from service.jobs.artifacts import check_name, find_artifact, list_artifacts, open_artifact
 
 
 @pytest.fixture
@@ -20,6 +20,8 @@ def run(tmp_path):
     (tmp_path / "secret").write_text("not yours")
     (run.artifacts / "escape").symlink_to(tmp_path / "secret")
     (run.path / "output.log").write_text("log")
+    (run.artifacts / "inner").symlink_to(run.artifacts / "model.keras")  # a link, even inward
+    (run.checkpoints / "tb").symlink_to(run.tensorboard, target_is_directory=True)
     return run
 
 
@@ -34,9 +36,11 @@ def test_the_listing_has_the_files_of_the_three_folders_and_no_link_out(run):
 
 
 def test_files_are_found_by_their_listed_names(run):
-    assert find_artifact(run, "model.keras").path == run.artifacts / "model.keras"
+    assert find_artifact(run, "model.keras").relative == "artifacts/model.keras"
     found = find_artifact(run, "checkpoints/backup/latest.weights.h5")
-    assert found.path == run.checkpoints / "backup" / "latest.weights.h5"
+    assert found.relative == "checkpoints/backup/latest.weights.h5"
+    with open_artifact(found, run) as f:
+        assert f.read() == b"w" * 10
 
 
 @pytest.mark.parametrize(
@@ -49,7 +53,18 @@ def test_names_that_could_leave_the_folders_are_invalid(run, name):
     assert caught.value.loc == ("path", "name")
 
 
-@pytest.mark.parametrize("name", ["escape", "output.log", "spec.json", "checkpoints", "nope"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "escape",
+        "inner",
+        "checkpoints/tb/train/events.out.tfevents.1",
+        "output.log",
+        "spec.json",
+        "checkpoints",
+        "nope",
+    ],
+)
 def test_links_out_folders_and_files_outside_the_folders_are_not_found(run, name):
     with pytest.raises(NotFound):
         find_artifact(run, name)

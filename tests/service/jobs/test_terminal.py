@@ -41,27 +41,43 @@ def test_the_runners_own_socket_is_reached_even_past_108_bytes(run: RunDir):
         assert sock.fileno() >= 0
 
 
-def test_a_socket_of_another_process_is_refused(run: RunDir, tmp_path: Path):
-    # What a hostile owner could leave there: a link to some other program's socket.
-    other = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import socket, sys, time; s = socket.socket(socket.AF_UNIX); "
-            f"s.bind({str(tmp_path / 'other.sock')!r}); s.listen(1); print(flush=True); "
-            "time.sleep(60)",
-        ],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert other.stdout is not None
-        other.stdout.readline()
+def test_a_link_to_another_sessions_socket_is_never_connected_to(run: RunDir, tmp_path: Path):
+    """Attack C: a member links her `terminal.sock` to another member's; the relay's
+    connection would be that session's one attach, and end it. The link is refused
+    before anything connects."""
+    with listen(tmp_path / "other.sock") as other:
         run.terminal.symlink_to(tmp_path / "other.sock")
+        with pytest.raises(Unavailable, match="cannot be reached"):
+            connect(run, runner_pid=os.getpid())
+        other.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            other.accept()
+
+
+def test_a_socket_of_another_process_is_refused(run: RunDir):
+    # Bound in the folder by another process than the runner gpuq recorded.
+    cwd = os.getcwd()
+    os.chdir(run.path)
+    try:
+        bound = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import socket, time; s = socket.socket(socket.AF_UNIX); "
+                f"s.bind({run.terminal.name!r}); s.listen(1); print(flush=True); time.sleep(60)",
+            ],
+            stdout=subprocess.PIPE,
+        )
+    finally:
+        os.chdir(cwd)
+    try:
+        assert bound.stdout is not None
+        bound.stdout.readline()
         with pytest.raises(Unavailable, match="not its runner's"):
             connect(run, runner_pid=os.getpid())
     finally:
-        other.kill()
-        other.wait()
+        bound.kill()
+        bound.wait()
 
 
 def test_no_socket_is_unavailable_not_an_error(run: RunDir):

@@ -11,6 +11,7 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from service import jobs
 from service.jobs import writes
+from service.scheduler import finishing
 from service.scheduler.enforce import stop_overdue
 from service.scheduler.isolation import each_apart
 from service.store.tables import Allocation
@@ -38,11 +39,21 @@ def started(db, settings, gpu: int, *, events: list, exit_record: dict) -> int:
 EPOCH = {"event": "epoch", "epoch": 1, "metrics": {"loss": 0.5}, "progress": {"epoch": 1}}
 
 
-def test_a_job_whose_exit_cannot_be_recorded_fails_alone(db, settings, scheduler, caplog):
-    # Its runner runs as its owner, who can write its exit record too: an exit code past
-    # any INTEGER column. Its events are hostile as well.
-    hostile = started(db, settings, 0, events=[*HOSTILE, EPOCH], exit_record={"exit_code": 10**30})
+def test_a_job_whose_exit_cannot_be_recorded_fails_alone(
+    db, settings, scheduler, caplog, monkeypatch
+):
+    # Its events are hostile, and judging its end fails (its exit record fits the contract:
+    # `test_an_exit_record_past_the_contract_is_judged_as_none`).
+    hostile = started(db, settings, 0, events=[*HOSTILE, EPOCH], exit_record={"exit_code": 1})
     good = started(db, settings, 1, events=[EPOCH], exit_record={"exit_code": 0})
+    judge = finishing.judge
+
+    def fails_for_the_hostile(exit, job, tail):
+        if exit.job_id == hostile:
+            raise ValueError("its own data")
+        return judge(exit, job, tail)
+
+    monkeypatch.setattr(finishing, "judge", fails_for_the_hostile)
     scheduler.reconcile()
     scheduler.step()
     job = jobs.get_job(db, good)
@@ -60,6 +71,21 @@ def test_a_job_whose_exit_cannot_be_recorded_fails_alone(db, settings, scheduler
     assert scheduler.books.running == {}
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [f"job {hostile}: could not settle its exit; the other jobs go on"]
+
+
+def test_an_exit_record_past_the_contract_is_judged_as_none(db, settings, scheduler, caplog):
+    # Its runner runs as its owner, who can write its exit record too: an exit code past
+    # any INTEGER column is no exit gpuq's runner wrote.
+    hostile = started(db, settings, 0, events=[EPOCH], exit_record={"exit_code": 10**30})
+    scheduler.reconcile()
+    scheduler.step()
+    job = jobs.get_job(db, hostile)
+    assert (job.status, job.reason, job.exit_code) == (JobStatus.failed, Reason.worker_lost, None)
+    assert job.message and job.message.startswith("the job's runner ended without recording")
+    assert job.metrics == {"loss": 0.5}
+    said = [r.getMessage() for r in caplog.records if r.name == finishing.__name__]
+    assert f"job {hostile}: its exit.json breaks the contract (exit_code: " in said[0]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_one_jobs_failing_stop_leaves_the_others(db, settings, scheduler, monkeypatch):
