@@ -4,6 +4,7 @@ Tests marked `backends("sqlite", "postgres")` run once per database: each Postgr
 gets a fresh database in a throwaway cluster (`tests.postgres`).
 """
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
+from service.api.local_socket import TCP_PEER
 from service.runtime import Service
 from service.settings import Settings
 from service.store import migrate
@@ -139,8 +141,22 @@ def db(settings: Settings) -> Iterator[Database]:
 
 def local_client(app: FastAPI) -> TestClient:
     """A client of `app` as a process on this machine is one, from 127.0.0.1 to `Host:
-    127.0.0.1`: with no user, gpuq answers no one else (`service.api.open_mode`)."""
+    127.0.0.1`: with no user, gpuq answers no one else (`service.api.open_mode`). It has no
+    socket for the kernel to list, so the answer the kernel gives for this process's own
+    connections stands in: this test's account (`local_socket.TCP_PEER`)."""
+    app.add_middleware(_ThisAccount)
     return TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000))
+
+
+class _ThisAccount:
+    """What `local_socket.PeerCredentialsProtocol` puts in a TCP connection's scope."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scope.setdefault(TCP_PEER, os.geteuid)
+        await self.app(scope, receive, send)
 
 
 @pytest.fixture

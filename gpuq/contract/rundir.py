@@ -12,6 +12,8 @@ from gpuq.contract.job_files import open_file
 #: launcher keeps for the runners it forks, one for each version of the hook
 #: (`worker.launch_plan.share_hook`).
 HOOK_FOLDER = ".pythonpath"
+#: the most of a record `read_json` reads: a bigger one is none
+MAX_RECORD_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,14 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, durable: bool = True)
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from the run directory; None if it is missing or is none (the job's
-    processes can write there: a link to itself, digits past int's limit, nesting past
-    json's depth)."""
+    processes can write there: a link, digits past int's limit, nesting past json's depth,
+    more than `MAX_RECORD_BYTES`)."""
     try:
         with open_file(path.parent, path.name) as f:
-            data = json.load(f)
+            text = f.read(MAX_RECORD_BYTES + 1)
+        if len(text) > MAX_RECORD_BYTES:
+            return None  # no record gpuq writes comes near it
+        data = json.loads(text)
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

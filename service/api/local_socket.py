@@ -3,10 +3,11 @@ kernel says which account connects (`SO_PEERCRED`). A request there acts as the 
 bound to that account, with no token (`users.authenticate_peer`).
 
 Uvicorn hands the ASGI app no socket, so the HTTP protocol is wrapped: on a Unix
-connection it puts the peer's uid into every request's scope, under `PEER_UID`. Nothing a
-client sends can put it there. On a TCP connection it turns Nagle's algorithm off, which
-asyncio does by itself only for sockets it made: without it a response written in two parts
-waits for the client's delayed ACK (40 ms on Linux) on every reused connection.
+connection it puts the peer's uid into every request's scope, under `PEER_UID`; on TCP, a
+way to ask the kernel for it (`TCP_PEER`). Nothing a client sends can put either there.
+On a TCP connection it turns Nagle's algorithm off, which asyncio does by itself only for
+sockets it made: without it a response written in two parts waits for the client's
+delayed ACK (40 ms on Linux) on every reused connection.
 """
 
 import asyncio
@@ -20,8 +21,12 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from gpuq.contract.processes import peer_credentials
+from service.api.loopback_peer import tcp_peer_uid
 
 PEER_UID = "gpuq.peer_uid"
+#: on a TCP connection: a function that asks the kernel which account made it (`None` if it
+#: cannot tell: `loopback_peer`), asked only where that matters (open mode under root)
+TCP_PEER = "gpuq.tcp_peer"
 #: anyone on the box may connect; who they are is the kernel's word, checked per request
 SOCKET_MODE = 0o666
 
@@ -32,14 +37,26 @@ def peer_uid(sock: socket.socket) -> int:
     return peer_credentials(sock)[1]
 
 
-def _with_peer(app: Any, uid: int) -> Any:
-    """`app`, with the peer's uid in every scope it is given."""
+def _with_scope(app: Any, key: str, value: Any) -> Any:
+    """`app`, with `value` under `key` in every scope it is given."""
 
     async def with_peer(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        scope[PEER_UID] = uid
+        scope[key] = value
         await app(scope, receive, send)
 
     return with_peer
+
+
+def _with_peer(app: Any, transport: asyncio.BaseTransport) -> Any:
+    """`app`, told who is at the other end of the connection: the uid on a Unix socket,
+    how to ask for it on TCP."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family == socket.AF_UNIX:
+        return _with_scope(app, PEER_UID, peer_uid(sock))
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        client, server = sock.getpeername()[:2], sock.getsockname()[:2]
+        return _with_scope(app, TCP_PEER, lambda: tcp_peer_uid(client, server))
+    return app
 
 
 class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
@@ -50,10 +67,9 @@ class PeerCredentialsProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family == socket.AF_UNIX:
-            self.app = _with_peer(self.app, peer_uid(sock))
-        elif sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.app = _with_peer(self.app, transport)
         super().connection_made(transport)
 
 
@@ -65,9 +81,7 @@ class PeerCredentialsWebSockets(WebSocketsSansIOProtocol):
     app: Any
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family == socket.AF_UNIX:
-            self.app = _with_peer(self.app, peer_uid(sock))
+        self.app = _with_peer(self.app, transport)
         super().connection_made(transport)
 
 

@@ -6,8 +6,9 @@ over the local socket, or over TCP to a loopback address, from a loopback peer, 
 (no proxy's forwarding headers), and name this machine in its `Host`: a web page whose own
 name resolves to 127.0.0.1 (DNS rebinding) names itself there. A browser's request must
 also come from one of this machine's pages (`Origin`): a form on any site can POST to
-127.0.0.1. `--insecure` (GPUQ_INSECURE) waives all of it. On the socket the kernel also says
-who connects: where gpuq runs as root, root alone may act there (`users.check_open_peer`).
+127.0.0.1. `--insecure` (GPUQ_INSECURE) waives all of it. Where gpuq runs as root, root
+alone may act (`users.check_open_peer`): on the socket the kernel says who connects, and
+over loopback TCP it lists the client's socket with its owner (`loopback_peer`).
 
 With users, none of this applies: a token is needed, and neither a rebinding page nor a
 cross-site form has one, so a loopback gpuq behind a reverse proxy keeps any host name.
@@ -20,10 +21,11 @@ from urllib.parse import urlsplit
 from fastapi import HTTPException, status
 from starlette.requests import HTTPConnection
 
-from service.api.local_socket import PEER_UID
+from service.api.local_socket import PEER_UID, TCP_PEER
 from service.digits import only_digits
 from service.errors import Forbidden
 from service.settings import Settings
+from service.team.accounts import running_as_root
 from service.team.users import check_open_peer
 
 FIRST_USER = (
@@ -107,3 +109,18 @@ def admit(request: HTTPConnection, settings: Settings) -> None:
             f"a page of {origin} may not act here: with no user, gpuq takes browsers' "
             f"requests only from its own pages on this machine; {FIRST_USER}"
         )
+    if running_as_root():
+        check_open_peer(_tcp_peer(request))  # as on the socket: root alone
+
+
+def _tcp_peer(request: HTTPConnection) -> int:
+    """The uid of the account whose loopback connection made `request`; `Forbidden` if the
+    kernel lists none (it ended meanwhile)."""
+    ask = request.scope.get(TCP_PEER)
+    uid = ask() if ask is not None else None
+    if uid is None:
+        raise Forbidden(
+            f"no user exists and gpuq runs as root, so it serves root alone, and it cannot "
+            f"tell which account made this connection: {FIRST_USER}"
+        )
+    return int(uid)

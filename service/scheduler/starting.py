@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 #: Set (to anything) in gpuq's environment, it SIGKILLs itself after a step's claims have
 #: committed and before their launch: the crash the recovery tests make on purpose.
 CRASH_AFTER_CLAIM = "GPUQ_TEST_CRASH_AFTER_CLAIM"
-#: the process that hook kills where it is not this one: gpuq serve, whose death ends the
+#: the same, after the launch and before gpuq records the runner's pid
+CRASH_AFTER_LAUNCH = "GPUQ_TEST_CRASH_AFTER_LAUNCH"
+#: the process those hooks kill where it is not this one: gpuq serve, whose death ends the
 #: scheduler's own process (`service.scheduler_process`)
 crash_kills: int | None = None
 
@@ -188,11 +190,18 @@ def batch(books: Books) -> Iterator[Starts]:
     with books.db.write() as session:
         yield Starts(books, session, claimed)
     if claimed and os.environ.get(CRASH_AFTER_CLAIM):
-        for pid in (crash_kills, os.getpid()):  # the moment reconcile must handle
-            if pid is not None:
-                os.kill(pid, signal.SIGKILL)
+        _crash()
     for job in claimed:
         _launch(books, job)
+    if claimed and os.environ.get(CRASH_AFTER_LAUNCH):
+        _crash()
+
+
+def _crash() -> None:
+    """The test hooks' crash: a moment `reconcile` must handle."""
+    for pid in (crash_kills, os.getpid()):
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
 
 
 def _launch(books: Books, job: _Claimed) -> None:

@@ -1,6 +1,7 @@
 """A sweep as the API shows it: its members counted (`summary`), its leaderboard
 (`leaderboard`), its members' curves of the metric (`curves`)."""
 
+import re
 from typing import Any
 
 from gpuq.contract.states import TERMINAL
@@ -18,6 +19,9 @@ from service.store.tables import Sweep
 from service.sweeps import leaderboard, reads
 from service.sweeps.expand import UNREPORTED
 from service.sweeps.reads import Tally
+
+#: a metric name as Keras and `gpuq.report` make them: `val_loss`, `train/acc@1`
+METRIC_NAME = re.compile(r"[A-Za-z0-9_./@-]{1,64}")
 
 
 def _status(sweep: Sweep, tally: Tally) -> str:
@@ -100,7 +104,11 @@ def _unreported(metric: str | None, epochs: dict[int, Any], tally: Tally) -> lis
     if metric is None or not ended or leaderboard.reported(epochs, metric):
         return []
     names = sorted({n for own in epochs.values() for values in own.values() for n in values})
-    said = f"they report {', '.join(names)}" if names else "they report no epoch metrics"
+    # The names are the jobs' words, in a sentence of gpuq's: only those shaped like names.
+    shown = [n for n in names if METRIC_NAME.fullmatch(n)]
+    if len(shown) < len(names):
+        shown.append(f"{len(names) - len(shown)} other name(s)")
+    said = f"they report {', '.join(shown)}" if names else "they report no epoch metrics"
     return [
         f"no member has reported the metric {metric!r} yet ({said}): the leaderboard ranks "
         "nothing and early stopping never acts"

@@ -201,8 +201,9 @@ def authenticate_peer(db: Database, uid: int) -> Caller:
 
 
 def check_open_peer(uid: int) -> None:
-    """In open mode, `Forbidden` for a local socket peer other than root (and gpuq's own
-    account, which is root then) where gpuq runs as root: any other account would act as
+    """In open mode, `Forbidden` for a caller (a local socket's peer, a loopback TCP
+    client's account) other than root (and gpuq's own account, which is root then) where
+    gpuq runs as root: any other account would act as
     an admin, on every member's jobs and files and with jobs run as root or as others."""
     if not accounts.running_as_root() or uid in (0, os.geteuid()):
         return
@@ -211,8 +212,9 @@ def check_open_peer(uid: int) -> None:
     except KeyError:
         login = "LOGIN"
     raise Forbidden(
-        f"no gpuq user exists yet and gpuq runs as root, so its local socket serves root "
-        f"alone (uid {uid} would act as an admin there): an admin creates users as root, "
+        f"no gpuq user exists yet and gpuq runs as root, so it serves root alone, on its "
+        f"local socket and over loopback (uid {uid} would act as an admin): an admin creates "
+        f"users as root, "
         f"the first with `gpuq users add NAME --admin`, and binds your account with "
         f"`gpuq users add NAME --unix-user {login}`; then the socket knows you"
     )

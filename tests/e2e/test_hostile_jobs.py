@@ -5,9 +5,16 @@ A. A job turns its own files into a terminal of its own (a link to a pseudo-term
    slave over `output.log`, `events.jsonl`, an artifact), its owner asks for them, then
    the job closes the master: had gpuq opened the slave, that terminal would be gpuq's and
    the hang-up would end it. gpuq must keep answering, scheduling and starting jobs.
+B. gpuq is killed between a job's launch and its record of the runner's pid; meanwhile
+   the job writes into `runner.json` the id of a process group of root's whose leader has
+   ended. Started again, gpuq must signal none of root's processes, and find the job's
+   real runner by what it knows.
 """
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,11 +23,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from service.scheduler.starting import CRASH_AFTER_LAUNCH
 from service.store.db import Database
 from service.store.migrate import upgrade
 from service.team import users
 from tests.accounts import ANA, Accounts, throwaway_accounts
 from tests.e2e.server import Server
+from tests.processes import gone
 
 #: The job: a terminal of its own behind its files' names; it lets go when told (`go`).
 HANG_UP = r"""
@@ -49,8 +58,10 @@ def accounts() -> Iterator[Accounts]:
 
 
 @pytest.fixture
-def served(accounts: Accounts) -> Iterator[tuple[Server, dict[str, str]]]:
-    home = accounts.scratch / "hostile"
+def served(
+    accounts: Accounts, request: pytest.FixtureRequest
+) -> Iterator[tuple[Server, dict[str, str]]]:
+    home = accounts.scratch / request.node.name[:24]
     home.mkdir()
     db = Database.open(f"sqlite:///{home / 'gpuq.db'}")
     upgrade(db)
@@ -62,7 +73,6 @@ def served(accounts: Accounts) -> Iterator[tuple[Server, dict[str, str]]]:
     server = Server(home)
     server.env.update(GPUQ_RUN_AS="owner", GPUQ_TOKEN=tokens["admin"])
     server.env.pop("GPUQ_ALLOW_ROOT_JOBS")
-    server.start(new_session=True)
     try:
         yield server, tokens
     finally:
@@ -77,12 +87,17 @@ def wait_for_file(path: Path, server: Server, job_id: int, timeout_s: float = 60
         time.sleep(0.05)
 
 
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
 def command(code: str) -> dict:
     return {"kind": "command", "command": {"argv": [sys.executable, "-c", code]}}
 
 
 def test_a_job_cannot_hang_gpuq_up_through_its_own_files(served, accounts):
     server, tokens = served
+    server.start(new_session=True)
     ana_home = Path(accounts.ana.pw_dir)
     with httpx.Client(
         base_url=server.url, headers={"Authorization": f"Bearer {tokens['ana']}"}
@@ -112,3 +127,71 @@ def test_a_job_cannot_hang_gpuq_up_through_its_own_files(served, accounts):
         assert server.wait(after.json()["id"], {"succeeded", "failed"})["status"] == "succeeded"
         assert ana.get(f"/v1/jobs/{after.json()['id']}/logs").text == "after\n"
     assert os.getsid(server.proc.pid) == server.proc.pid  # it led its session all along
+
+
+#: The job: once its runner has written `runner.json`, it names root's group there instead.
+FORGES_ITS_RUNNER = r"""
+import json, os, time
+run = os.path.dirname(os.environ["GPUQ_ARTIFACTS_DIR"])
+home = os.environ["HOME"]
+record = os.path.join(run, "runner.json")
+while True:
+    try:
+        if json.load(open(record)).get("runner_pid"):
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.02)
+victim = int(os.environ["VICTIM"])
+with open(record + ".swap", "w") as f:
+    json.dump({"runner_pid": victim, "train_pid": victim}, f)
+os.rename(record + ".swap", record)
+open(os.path.join(home, "forged"), "w").close()
+while not os.path.exists(os.path.join(home, "release")):
+    time.sleep(0.05)
+print("done")
+"""
+
+
+def test_a_pid_a_job_wrote_is_never_signalled_after_a_crash_before_the_record(served, accounts):
+    server, tokens = served
+    # Root's: a group whose leader has ended, its `sleep` still in it (`killpg` reaches it).
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 300 >/dev/null & echo $!"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+    )
+    assert leader.stdout is not None
+    roots_sleep = int(leader.stdout.readline())
+    leader.wait()
+    try:
+        server.env[CRASH_AFTER_LAUNCH] = "1"
+        server.start()
+        ana_home = Path(accounts.ana.pw_dir)
+        spec = command(FORGES_ITS_RUNNER)
+        spec["command"]["env"] = {"VICTIM": str(leader.pid)}
+        spec["resources"] = {"gpus": 0}
+        submitted = httpx.post(f"{server.url}/v1/jobs", json=spec, headers=bearer(tokens["ana"]))
+        assert submitted.status_code == 201, submitted.text
+        job_id = submitted.json()["id"]
+        assert server.proc is not None
+        assert server.proc.wait(timeout=30) == -signal.SIGKILL  # launched, not recorded
+        deadline = time.monotonic() + 60
+        while not (ana_home / "forged").exists():
+            assert time.monotonic() < deadline, "the job never forged its runner.json"
+            time.sleep(0.05)
+
+        del server.env[CRASH_AFTER_LAUNCH]
+        server.start()
+        time.sleep(2)  # a few scheduler steps over the job gpuq took back
+        assert not gone(roots_sleep), "root's process was killed"
+        assert server.job(job_id)["status"] == "running"
+        (ana_home / "release").touch()
+        job = server.wait(job_id, {"succeeded", "failed"})
+        assert (job["status"], job["attempt"]) == ("succeeded", 1), job
+        log = httpx.get(f"{server.url}/v1/jobs/{job_id}/logs", headers=bearer(tokens["ana"]))
+        assert log.text == "done\n"
+        assert not gone(roots_sleep)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(roots_sleep, signal.SIGKILL)

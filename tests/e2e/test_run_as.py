@@ -287,6 +287,10 @@ def test_local_users_log_in_on_the_socket_by_who_they_are(accounts):
         said = (home.parent / "serve.log").read_text()
         assert f"local login on {home / 'gpuq.sock'} for root alone while no user exists" in said
         assert as_user("root", *cli, "ls", env=socket_env).returncode == 0
+        # Over loopback TCP too: the kernel lists ana's socket with her uid.
+        tcp = as_user(ANA, *cli, "ls", env={"GPUQ_URL": server.url})
+        assert tcp.returncode == 1 and "403" in tcp.stderr and "serves root alone" in tcp.stderr
+        assert httpx.get(f"{server.url}/v1/jobs").status_code == 200  # root's
 
         admin = server.cli("users", "add", "root", "--admin").splitlines()[-1]
         server.cli("users", "add", "ana", "--unix-user", ANA)

