@@ -12,6 +12,7 @@ delayed ACK (40 ms on Linux) on every reused connection.
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 from pathlib import Path
@@ -55,7 +56,8 @@ def _with_peer(app: Any, transport: asyncio.BaseTransport) -> Any:
         return _with_scope(app, PEER_UID, peer_uid(sock))
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         client, server = sock.getpeername()[:2], sock.getsockname()[:2]
-        return _with_scope(app, TCP_PEER, lambda: tcp_peer_uid(client, server))
+        # Asked once for the connection: it is the same account's till it closes.
+        return _with_scope(app, TCP_PEER, functools.cache(lambda: tcp_peer_uid(client, server)))
     return app
 
 

@@ -44,18 +44,24 @@ class _Runner:
     job_id: int
     run: RunDir
     pid: int
-    #: when the runner started, if this service started it (a pid from the launcher)
+    #: when the runner started: from the launcher for one this service started, read as
+    #: it was taken back for one `adopted`
     start_ticks: int | None = None
     proc: subprocess.Popen[bytes] | None = None  #: set when started without the launcher
     #: an interactive session: a shell puts each of its jobs in a process group of its
     #: own, so the whole session (and what the runner adopted) is signalled
     session: bool = False
+    #: taken back after a restart: no child of this service's, so perhaps nobody reaps it
+    #: when it ends (a zombie keeps its pid and start time, but no folder)
+    adopted: bool = False
 
     def alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        if self.start_ticks is not None:  # started by this service: the same process
-            return process_start_ticks(self.pid) == self.start_ticks
+        if self.start_ticks is not None and process_start_ticks(self.pid) != self.start_ticks:
+            return False  # ended, or another process took its pid since
+        if self.start_ticks is not None and not self.adopted:
+            return True  # the launcher's child, which it reaps
         return is_runner_of(self.pid, self.run)
 
     def signal(self, sig: signal.Signals) -> None:
@@ -173,7 +179,7 @@ class LocalExecutor:
         never by a pid the job could have written (`runner.json`)."""
         run = self.run_dir(job_id, attempt)
         pid = _pid(executor_job_id) or find_runner(run)
-        runner = _Runner(job_id, run, pid, session=session)
+        runner = _Runner(job_id, run, pid, session=session, adopted=True)
         if is_runner_of(pid, run):
             # From now on it is this process: one that takes its pid later is not.
             runner.start_ticks = process_start_ticks(pid)

@@ -87,7 +87,8 @@ def settle(books: Books) -> None:
             running.job_id,
             outcome.status.value if retry_in is None else f"retrying in {retry_in:g} s",
             outcome.reason or "-",
-            outcome.message,
+            # The job's own words may be in it: one line of the log, never a forged one.
+            (outcome.message or "").replace("\n", "\\n"),
         )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpuq.contract import job_files
 from gpuq.contract.processes import RUNNER_MODULE
+from gpuq.contract.run_records import exit_record
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.contract.spec import PRIORITY_MAX, SlurmOptions
 from service.executors.base import Exit, Launch, LaunchError, Node, Started, Waiting
@@ -222,7 +223,9 @@ class SlurmExecutor:
         for job in ended:
             record = read_json(job.run.exit)
             judged = verdict(
-                job.state or None, has_exit_record=record is not None, slurm_id=job.slurm_id
+                job.state or None,
+                has_exit_record=exit_record(record) is not None,  # one that fits the contract
+                slurm_id=job.slurm_id,
             )
             exits.append(Exit(job.job_id, record, judged))
         return exits

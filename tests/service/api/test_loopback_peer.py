@@ -6,7 +6,21 @@ import subprocess
 
 import pytest
 
+from service.api import loopback_peer
 from service.api.loopback_peer import tcp_peer_uid
+
+
+@pytest.fixture(params=["sock_diag", "proc"], autouse=True)
+def way(request, monkeypatch):
+    """Each test asks by netlink, then by the tables that stand in where it is closed."""
+    if request.param == "proc":
+
+        def closed(*_):
+            raise OSError("netlink closed")
+
+        monkeypatch.setattr(loopback_peer, "_ask_netlink", closed)
+    else:
+        monkeypatch.setattr(loopback_peer, "_read_tables", lambda _: pytest.fail("no netlink"))
 
 
 @pytest.mark.parametrize(
