@@ -75,10 +75,9 @@ deploy-tools:
 	scripts/ensure-command systemd-analyze systemd "the systemd unit's check" && \
 	scripts/ensure-command capsh libcap2-bin "the standby runners' test"
 
-# TEST_WORKERS=2 runs the suite in two pytest-xdist workers (13 minutes on 2 cores against
-# 20-25: it spends more than half its time waiting). Not the default yet: their load has
-# brought out two rare races (docs/reference/development.md).
-TEST_WORKERS ?= 0
+# The suite runs in two pytest-xdist workers (about 13 minutes on 2 cores against 22-25 in
+# one: it spends more than half its time waiting); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 
 test: lint chromium slurm postgresql deploy-tools
 	$(BIN)/pytest --numprocesses=$(TEST_WORKERS)
