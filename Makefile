@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # `cpu` for laptops and CI; a CUDA host uses `make run EXTRA=gpu`.
 EXTRA ?= cpu
 
-.PHONY: run test lint format docs bench clean chromium slurm postgresql deploy-tools gpu-check \
+.PHONY: run test check lint format docs bench clean chromium slurm postgresql deploy-tools gpu-check \
 	gpu-wheels
 
 $(BIN)/python:
@@ -31,6 +31,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_code_shape.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The documentation site (mkdocs.yml, docs/), rebuilt as its pages change; `make lint` builds
@@ -80,7 +81,15 @@ deploy-tools:
 TEST_WORKERS ?= 2
 
 test: lint chromium slurm postgresql deploy-tools
-	$(BIN)/pytest --numprocesses=$(TEST_WORKERS)
+	$(BIN)/pytest --numprocesses=$(TEST_WORKERS) --durations=20
+
+# The inner loop (under 2 minutes on 2 cores): `make lint`, then the tests that train
+# nothing and start no cluster, container or PostgreSQL (`make test` runs those too: the
+# `e2e` and `slow` tests, tests/e2e, slurm, deploy and docs, and every test's PostgreSQL run).
+CHECK_SKIPS := --ignore=tests/e2e --ignore=tests/slurm --ignore=tests/deploy --ignore=tests/docs
+check: lint
+	$(BIN)/pytest --numprocesses=$(TEST_WORKERS) -q -m "not e2e and not slow" -k "not postgres" \
+		$(CHECK_SKIPS)
 
 # The quick versions (a few minutes on 2 cores); each prints its table. BENCHMARKS.md has
 # the full runs and the commands for them.

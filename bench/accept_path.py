@@ -12,7 +12,7 @@ of these in turn (so each sees the same hours of this machine):
   running what it accepts, as tsp does).
 
 Then, in this process, one submission's parts one at a time (median µs of `--calls`): the
-body's validation, the checks at submit (`Service._admit`), `Service.submit` alone (the
+body's validation, the checks at submit (`SubmitChecks.check`), `Jobs.submit` alone (the
 checks, the group commit, its statements and commit) and a bare durable SQLite insert.
 The rows of wrk against the bare routes are the floor of a Python route with a durable
 write; gpuq's rows against them show what gpuq's own path adds.
@@ -86,7 +86,7 @@ def median_us(call: Callable[[], object], calls: int) -> float:
 
 def parts_us(calls: int) -> list[tuple[str, float]]:
     """One submission's parts, in this process, one at a time."""
-    from service.runtime import Service
+    from service.runtime import open_api
     from service.settings import Settings
     from service.team.users import OPEN
 
@@ -101,15 +101,18 @@ def parts_us(calls: int) -> list[tuple[str, float]]:
             allow_root_jobs=True,  # as `gpuq_server`: benchmarks may run as root
             allow_shared_account=True,
         )
-        service = Service.open(settings, schedule=False)
+        service = open_api(settings)
         try:
             found = [
                 (
                     "the body validated (`JobSpec.model_validate_json`)",
                     lambda: JobSpec.model_validate_json(body),
                 ),
-                ("the checks at submit (`Service._admit`)", lambda: service._admit(spec, OPEN)),
-                ("`Service.submit`, alone (durable)", lambda: service.submit(spec, OPEN)),
+                (
+                    "the checks at submit (`SubmitChecks.check`)",
+                    lambda: service.jobs.checks.check(spec, OPEN),
+                ),
+                ("`Jobs.submit`, alone (durable)", lambda: service.jobs.submit(spec, OPEN)),
             ]
             measured = [(what, median_us(call, calls)) for what, call in found]
         finally:

@@ -161,3 +161,19 @@ def wrk_post(url: str, body: Any, *, connections: int, duration_s: float) -> Loa
             f"wrk.body = {json.dumps(json.dumps(body))}\n"
         )
         return wrk(url, connections=connections, duration_s=duration_s, script=script)
+
+
+def first_job(home: Path, spec: dict[str, Any]) -> None:
+    """A new database at `home/gpuq.db`, migrated, with job 1 submitted as gpuq's API
+    stores one (the benchmarks then copy it in SQL to the size they want)."""
+    from gpuq.contract.spec import JobSpec
+    from service.runtime import open_api
+    from service.settings import Settings
+    from service.team.users import OPEN
+
+    settings = Settings(home=home, gpus="sim:1", allow_root_jobs=True, allow_shared_account=True)
+    service = open_api(settings)
+    try:
+        service.jobs.submit(JobSpec.model_validate(spec), OPEN)
+    finally:
+        service.close()

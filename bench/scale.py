@@ -1,10 +1,10 @@
 """Scale: list and poll latency with 1,000, 100,000 and 1,000,000 jobs in the database,
 each against the 1,000-job figure measured in the same run (target: within 2x).
 
-Each database is made by gpuq's own migrations and `create_job`, then copied in SQLite to
-the size wanted: 1 % queued (at least a page of 50), 1 % failed, the rest succeeded, four
-owners. `gpuq serve --api-only` then answers wrk (one connection, so the figure is
-latency, not contention).
+Each database is made by gpuq's own migrations and one job submitted through its API
+(`bench.common.first_job`), then copied in SQLite to the size wanted: 1 % queued (at least
+a page of 50), 1 % failed, the rest succeeded, four owners. `gpuq serve --api-only` then
+answers wrk (one connection, so the figure is latency, not contention).
 Usage:
     python -m bench.scale [--sizes 1000,100000,1000000] [--seconds 3]
 """
@@ -16,12 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import gpuq_server, table, wrk
-from gpuq.contract.spec import JobSpec
-from service.jobs import create_job
-from service.store import migrate
-from service.store.db import Database
-from service.team.users import OPEN
+from bench.common import first_job, gpuq_server, table, wrk
 
 SPEC = {"name": "scale", "kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 0}}
 PAGE = 50  #: the API's default page
@@ -37,10 +32,7 @@ def populate(
 ) -> None:
     """A migrated database at `home/gpuq.db` holding `jobs` jobs like `spec`: one in
     `queued_every` queued, one in 100 failed, the others succeeded."""
-    db = Database.open(f"sqlite:///{home / 'gpuq.db'}")
-    migrate.upgrade(db)
-    create_job(db, spec=JobSpec.model_validate(spec), caller=OPEN)
-    db.dispose()
+    first_job(home, spec)
     columns = ", ".join(COPIED)
     with sqlite3.connect(home / "gpuq.db") as conn:
         conn.execute(

@@ -30,10 +30,11 @@ from pathlib import Path
 
 from bench.common import table
 from bench.scale import COPIED, populate
-from service.runtime import Service
+from service.runtime import open_api
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.loop import Scheduler
 from service.scheduler.placement import Claim, GpuSlot, Request, plan
+from service.scheduler.steps import OnThisBox
 from service.settings import Settings
 
 GPUS = 8
@@ -213,23 +214,26 @@ def scheduler_step_s(queued: int, repeats: int = 3, *, ended: int = 0) -> float:
         home = Path(tmp)
         populate(home, queued, spec=spec, queued_every=1)
         add_ended(home, ended)
-        service = Service.open(Settings(home=home, gpus="sim:8x80GiB"), schedule=False)
-        scheduler = service.scheduler
-        assert isinstance(scheduler, Scheduler)
+        settings = Settings(home=home, gpus="sim:8x80GiB")
+        service = open_api(settings)  # the store; the scheduler is this one, never started
+        scheduler = Scheduler(service.db, settings, service.registry)
+        steps = scheduler.steps
+        assert isinstance(steps, OnThisBox)
         try:
-            scheduler.place()  # fills the 8 GPUs and writes every position once
+            steps.place()  # fills the 8 GPUs and writes every position once
             seconds = []
             for _ in range(repeats):
                 # As after a submit: the queue changed, so the step plans (not the skip of
                 # a step that finds nothing changed).
-                scheduler.placer._replan.forget()
+                steps.placer._replan.forget()
                 began = time.perf_counter()
-                scheduler.place()
+                steps.place()
                 seconds.append(time.perf_counter() - began)
         finally:
+            executor = scheduler.books.executor
             for job_id in list(scheduler.books.running):
-                service.executor.signal(job_id, signal.SIGKILL)
-            service.executor.close()
+                executor.signal(job_id, signal.SIGKILL)
+            executor.close()
             service.close()
     return statistics.median(seconds)
 

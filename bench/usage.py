@@ -4,7 +4,7 @@
 
 Each database is a real SQLite file made by gpuq's own migrations, then filled in one
 transaction: attempts (`attempt_usage`, executemany) and a job for each job's last
-attempt (`job`, copied in SQL from one made by `create_job`). Two layouts:
+attempt (`job`, copied in SQL from one submitted by `bench.common.first_job`). Two layouts:
 
 - `recent`: the last 30 days hold the same 500 attempts at both sizes, the rest of the
   year the others: what a report costs as history grows, its period's content fixed;
@@ -29,15 +29,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.common import table
-from gpuq.contract.spec import JobSpec
+from bench.common import first_job, table
 from service.api.app import create_app
-from service.jobs import create_job
-from service.runtime import Service
+from service.runtime import open_api
 from service.settings import Settings
-from service.store import migrate
-from service.store.db import Database
-from service.team.users import OPEN
 
 YEAR = timedelta(days=365)
 MONTH = timedelta(days=30)
@@ -129,7 +124,7 @@ SELECT :first_id + i, 1, json_extract(:owners, '$[' || (i % 6) || ']'), gpus,
         ELSE 0 END
 FROM attempt ORDER BY ended
 """
-#: A job for each job's last attempt, copied from job 1 (made by `create_job`). Each gets
+#: A job for each job's last attempt, copied from job 1 (`bench.common.first_job`). Each gets
 #: `rev` = its id here: the trigger that numbers revisions one row at a time is dropped for
 #: this statement (and made again after it), as it would take most of the time.
 JOBS_INSERT = f"""
@@ -144,10 +139,7 @@ FROM attempt_usage u, job t WHERE t.id = 1 AND u.final ORDER BY u.job_id
 def populate(home: Path, count: int, layout: str, now: datetime) -> None:
     """A migrated database at `home/gpuq.db` holding `count` ended attempts over the year
     before `now`, and a job for each job's last attempt."""
-    db = Database.open(f"sqlite:///{home / 'gpuq.db'}")
-    migrate.upgrade(db)
-    create_job(db, spec=JobSpec.model_validate(SPEC), caller=OPEN)
-    db.dispose()
+    first_job(home, SPEC)
     recent = min(RECENT, count) if layout == "recent" else 0
     oldest, newest = (now - YEAR).timestamp(), (now - (MONTH if recent else ZERO)).timestamp()
     with sqlite3.connect(home / "gpuq.db") as conn:  # one transaction
@@ -178,7 +170,7 @@ def measure(count: int, layout: str, repeats: int) -> dict[str, float]:
             allow_root_jobs=True,  # benchmarks may run as root, as on a one-user box
             allow_shared_account=True,
         )
-        service = Service.open(settings, schedule=False)
+        service = open_api(settings)
         try:
             app = create_app(settings, service)
             # From this machine, as open mode requires (no users here).

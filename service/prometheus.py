@@ -3,7 +3,7 @@ each scrape (so every API process answers the same), plus what only the schedule
 (`service.scheduler.stats`) where gpuq serve schedules. Units are Prometheus's: bytes and
 seconds."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -29,7 +29,8 @@ class GpuqCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._jobs()
         yield from self._gpus()
-        yield from self.service.scheduler.metrics()
+        if self.service.scheduler is not None:
+            yield from self.service.scheduler.metrics()
 
     def _jobs(self) -> Iterator[Metric]:
         with self.service.db.read() as session:
@@ -43,67 +44,15 @@ class GpuqCollector(Collector):
             # In the same snapshot as `active`: an attempt that ends moves from one to the
             # other, never counted twice nor missed.
             ended_gpu_s = dict(session.exec(select(UsageTotal.owner, UsageTotal.gpu_seconds)).all())
-        by_state = GaugeMetricFamily("gpuq_jobs", "Jobs in each state.", labels=["state"])
-        for state in JobStatus:
-            by_state.add_metric([state.value], counts.get(state, 0))
-        yield by_state
-        by_reason = GaugeMetricFamily(
-            "gpuq_jobs_ended", "Jobs that ended, by why (`reason`).", labels=["reason"]
-        )
-        for reason, count in sorted(reasons):
-            by_reason.add_metric([str(reason)], count)
-        yield by_reason
-        labels = ["job", "owner"]
-        peak = GaugeMetricFamily(
-            "gpuq_job_gpu_memory_peak_bytes",
-            "Highest GPU memory an active job was seen holding on one GPU (NVML).",
-            labels=labels,
-        )
-        cap = GaugeMetricFamily(
-            "gpuq_job_gpu_memory_cap_bytes",
-            "An active job's per-GPU memory cap (absent for whole GPUs).",
-            labels=labels,
-        )
-        fraction = GaugeMetricFamily(
-            "gpuq_job_progress_ratio", "Share of an active job's training done.", labels=labels
-        )
-        speed = GaugeMetricFamily(
-            "gpuq_job_samples_per_second",
-            "An active job's training throughput, all replicas together.",
-            labels=labels,
-        )
-        off_gpu = GaugeMetricFamily(
-            "gpuq_job_placement_violations",
-            "GPUs an active job was seen using without being given them (NVML).",
-            labels=labels,
-        )
-        idle = GaugeMetricFamily(
-            "gpuq_job_idle_seconds",
-            "How long an active job has held its GPUs without training (the idle rule).",
-            labels=labels,
-        )
+        yield _by_state(counts)
+        yield _by_reason(reasons)
         now = utcnow()
-        for job in active:
-            key = [str(job.id), job.owner]
-            if job.idle_since is not None:
-                idle.add_metric(key, max(0.0, (now - job.idle_since).total_seconds()))
-            if job.gpu_memory_peak_mb is not None:
-                peak.add_metric(key, job.gpu_memory_peak_mb * MIB)
-            if job.memory_mb is not None and job.gpu_count:
-                cap.add_metric(key, job.memory_mb * MIB)
-            if job.placement_violations:
-                off_gpu.add_metric(key, len(job.placement_violations))
-            progress = readable_progress(job.progress)
-            if progress.fraction is not None:
-                fraction.add_metric(key, progress.fraction)
-            if progress.samples_per_s is not None:
-                speed.add_metric(key, progress.samples_per_s)
-        yield from (peak, cap, off_gpu, idle, fraction, speed)
+        yield from _active_jobs(active, now)
         yield _gpu_seconds(ended_gpu_s, active, now)
 
     def _gpus(self) -> Iterator[Metric]:
         try:
-            listed = self.service.list_gpus()
+            listed = self.service.gpus.describe()
         except Unavailable:
             return  # Slurm did not answer: no node figures this time, the rest still count
         yield from _nodes([n for n in listed if isinstance(n, GpuNodePublic)])
@@ -135,6 +84,71 @@ class GpuqCollector(Collector):
             for name in ("free", "in_use", "draining", "quarantined"):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
+
+
+def _by_state(counts: Mapping[str, int]) -> Metric:
+    by_state = GaugeMetricFamily("gpuq_jobs", "Jobs in each state.", labels=["state"])
+    for state in JobStatus:
+        by_state.add_metric([state.value], counts.get(state, 0))
+    return by_state
+
+
+def _by_reason(reasons: Sequence[tuple[str | None, int]]) -> Metric:
+    by_reason = GaugeMetricFamily(
+        "gpuq_jobs_ended", "Jobs that ended, by why (`reason`).", labels=["reason"]
+    )
+    for reason, count in sorted(reasons):
+        by_reason.add_metric([str(reason)], count)
+    return by_reason
+
+
+def _active_jobs(active: Sequence[Job], now: datetime) -> Iterator[Metric]:
+    """Each active job's memory, placement, idleness and progress."""
+    labels = ["job", "owner"]
+    peak = GaugeMetricFamily(
+        "gpuq_job_gpu_memory_peak_bytes",
+        "Highest GPU memory an active job was seen holding on one GPU (NVML).",
+        labels=labels,
+    )
+    cap = GaugeMetricFamily(
+        "gpuq_job_gpu_memory_cap_bytes",
+        "An active job's per-GPU memory cap (absent for whole GPUs).",
+        labels=labels,
+    )
+    fraction = GaugeMetricFamily(
+        "gpuq_job_progress_ratio", "Share of an active job's training done.", labels=labels
+    )
+    speed = GaugeMetricFamily(
+        "gpuq_job_samples_per_second",
+        "An active job's training throughput, all replicas together.",
+        labels=labels,
+    )
+    off_gpu = GaugeMetricFamily(
+        "gpuq_job_placement_violations",
+        "GPUs an active job was seen using without being given them (NVML).",
+        labels=labels,
+    )
+    idle = GaugeMetricFamily(
+        "gpuq_job_idle_seconds",
+        "How long an active job has held its GPUs without training (the idle rule).",
+        labels=labels,
+    )
+    for job in active:
+        key = [str(job.id), job.owner]
+        if job.idle_since is not None:
+            idle.add_metric(key, max(0.0, (now - job.idle_since).total_seconds()))
+        if job.gpu_memory_peak_mb is not None:
+            peak.add_metric(key, job.gpu_memory_peak_mb * MIB)
+        if job.memory_mb is not None and job.gpu_count:
+            cap.add_metric(key, job.memory_mb * MIB)
+        if job.placement_violations:
+            off_gpu.add_metric(key, len(job.placement_violations))
+        progress = readable_progress(job.progress)
+        if progress.fraction is not None:
+            fraction.add_metric(key, progress.fraction)
+        if progress.samples_per_s is not None:
+            speed.add_metric(key, progress.samples_per_s)
+    yield from (peak, cap, off_gpu, idle, fraction, speed)
 
 
 def _gpu_seconds(ended: dict[str, float], active: Sequence[Job], now: datetime) -> Metric:

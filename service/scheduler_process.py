@@ -1,10 +1,11 @@
 """The scheduler's process: `python -P -m service.scheduler_process --control-fd N`, started
 by `gpuq serve` (`scheduler.remote.SchedulerProcess`), which speaks to it on that socket.
 
-It opens the scheduling half of the service (the scheduler, its executor and launcher,
-webhooks) with the settings gpuq serve sends, says `ready`, then steps when gpuq serve
-says `wake`, tells it of each of its commits, and answers `metrics`. It ends when the
-socket closes (gpuq serve stopped), on SIGTERM, and at once when gpuq serve dies.
+It opens the scheduling half of gpuq (`runtime.open_scheduler`: the scheduler, its
+executor and launcher, webhooks; no API) with the settings gpuq serve sends, says `ready`,
+then steps when gpuq serve says `wake`, tells it of each of its commits, and answers
+`metrics`. It ends when the socket closes (gpuq serve stopped), on SIGTERM, and at once
+when gpuq serve dies.
 """
 
 import argparse
@@ -22,7 +23,7 @@ from prometheus_client.core import Metric
 
 from gpuq.contract.processes import never_hung_up, prctl
 from service.gpus.inventory import InventoryError
-from service.runtime import Service
+from service.runtime import open_scheduler
 from service.scheduler import starting
 from service.scheduler.loop import Scheduler, SchedulerLocked
 from service.scheduler.remote import COMMIT, ERROR, METRICS, READY, WAKE, received
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> int:
     for logger in said:
         logger.setLevel(logging.ERROR)
     try:
-        service = Service.open(settings)
+        scheduling = open_scheduler(settings)
     except (InventoryError, SchedulerLocked, RunAsError) as exc:  # each says why
         send(ERROR + b" " + str(exc).encode())
         return 1
@@ -74,12 +75,11 @@ def main(argv: list[str]) -> int:
     for logger in said:
         logger.setLevel(logging.NOTSET)
     try:
-        service.db.notices.forward(lambda: send(COMMIT))
+        scheduling.db.notices.forward(lambda: send(COMMIT))
         send(READY)
-        assert isinstance(service.scheduler, Scheduler)  # this process's own thread
-        _serve(conn, service.scheduler, send)
+        _serve(conn, scheduling.scheduler, send)
     finally:
-        service.close()
+        scheduling.close()
     return 0
 
 

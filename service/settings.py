@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.addresses import AllowList
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUQ_", extra="ignore")
@@ -208,9 +210,6 @@ class Settings(BaseSettings):
     @field_validator("webhook_allow")
     @classmethod
     def _parsed_webhook_allow(cls, text: str) -> str:
-        # Imported here: the webhooks package imports these settings.
-        from service.webhooks.addresses import AllowList
-
         AllowList.parse(text)  # a typo fails at start, not at the first delivery
         return text
 

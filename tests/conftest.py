@@ -18,11 +18,13 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.api.local_socket import TCP_PEER
-from service.runtime import Service
+from service.gpus.nvml import GpuProbe
+from service.runtime import open_api, open_with_scheduler
 from service.settings import Settings
 from service.store import migrate
 from service.store.db import Database
 from service.team.users import Caller
+from tests import submitting
 from tests.postgres import Cluster, running_cluster
 
 ANA = Caller("ana", admin=False)
@@ -135,7 +137,9 @@ def settings(tmp_path: Path, database_url: str | None) -> Settings:
 def db(settings: Settings) -> Iterator[Database]:
     database = Database.open(settings.db_url)
     migrate.upgrade(database)
+    submitting.opened_with(database, settings)
     yield database
+    submitting.closed(database)
     database.dispose()
 
 
@@ -167,13 +171,19 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 
 @contextmanager
-def serving(settings: Settings, **open_options: Any) -> Iterator[TestClient]:
-    """A client of a service opened with `Service.open(settings, **open_options)`."""
-    service = Service.open(settings, **open_options)
+def serving(
+    settings: Settings, *, schedule: bool = True, probe: GpuProbe | None = None
+) -> Iterator[TestClient]:
+    """A client of a service with its scheduler in a thread (`schedule=False`: API-only)."""
+    service = (
+        open_with_scheduler(settings, probe=probe) if schedule else open_api(settings, probe=probe)
+    )
+    submitting.served(service)
     try:
         with local_client(create_app(settings, service)) as test_client:
             yield test_client
     finally:
+        submitting.unserved(service.db)
         service.close()
 
 

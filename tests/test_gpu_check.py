@@ -7,8 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.server import free_port
+
+#: the GPU acceptance run: gpuq serve and real jobs: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 ENDED = {"succeeded", "failed", "cancelled", "timed_out"}

@@ -14,7 +14,7 @@ import stat
 import sys
 
 
-def problem(path: str, need: str) -> str | None:
+def path_problem(path: str, need: str) -> str | None:
     """What stops the caller from using `path` as `need` says; None if nothing does."""
     try:
         mode = os.stat(path).st_mode
@@ -41,7 +41,7 @@ def problem(path: str, need: str) -> str | None:
 
 def main() -> int:
     checks = json.load(sys.stdin)
-    json.dump([problem(c["path"], c["need"]) for c in checks], sys.stdout)
+    json.dump([path_problem(c["path"], c["need"]) for c in checks], sys.stdout)
     return 0
 
 

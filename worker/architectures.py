@@ -8,7 +8,7 @@ from gpuq.contract.spec import CnnModel, KerasJsonModel, KerasSpec
 OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD", "rmsprop": "RMSprop"}
 
 
-def build(keras: Any, spec: KerasSpec, input_shape: tuple[int, ...]) -> Any:
+def build_model(keras: Any, spec: KerasSpec, input_shape: tuple[int, ...]) -> Any:
     """A compiled model for `spec`, taking inputs of `input_shape` (without the batch axis)."""
     m = spec.model
     if isinstance(m, KerasJsonModel):

@@ -17,7 +17,7 @@ class BadData(ValueError):
     holds (it goes to the job's JSON)."""
 
 
-def load(
+def load_arrays(
     spec: KerasSpec, outputs: int, roots: list[str] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Inputs and targets for `spec`; `outputs` is the model's output width. A data file
@@ -67,7 +67,7 @@ def load_csv(data: CsvData, f: io.TextIOWrapper) -> tuple[np.ndarray, np.ndarray
         rows = csv.reader(f, delimiter=data.delimiter)
         header = next(rows)
         table = np.array(
-            [[_number(v, line) for v in row] for line, row in enumerate(rows, 2) if row],
+            [[_csv_number(v, line) for v in row] for line, row in enumerate(rows, 2) if row],
             dtype=np.float32,
         )
     except (UnicodeDecodeError, csv.Error, StopIteration):
@@ -79,7 +79,7 @@ def load_csv(data: CsvData, f: io.TextIOWrapper) -> tuple[np.ndarray, np.ndarray
     return table[:, features], table[:, target : target + 1]
 
 
-def _number(value: str, line: int) -> float:
+def _csv_number(value: str, line: int) -> float:
     try:
         return float(value)
     except ValueError:

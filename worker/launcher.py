@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    _serve(line, pool, spares, selector, hook)
+                    _start_job(line, pool, spares, selector, hook)
             elif isinstance(key.data, int):  # a runner exited
                 selector.unregister(key.fd)
                 os.close(key.fd)
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
         pool.check_code()
 
 
-def _serve(
+def _start_job(
     line: bytes,
     pool: WarmPool,
     spares: Spares,

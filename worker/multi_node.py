@@ -22,24 +22,51 @@ import signal
 import time
 from typing import Any
 
-import numpy as np
-
 from gpuq.caps.devices import DeviceMismatch, configure
-from gpuq.contract.events import Event, EventWriter, finite
+from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.exits import ExitCode
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.runspec import RunSpec
 from gpuq.contract.spec import KerasSpec
+from worker.model_data import model_and_data
+from worker.multi_node_loop import Shard, ShardLoop, shard_of
 
 
 def train_across_nodes(run: RunDir, runspec: RunSpec, events: EventWriter) -> int:
-    spec, plan = runspec.spec.keras, runspec.devices
+    """Trains the spec's model as worker GPUQ_NODE_RANK of GPUQ_NODES, the chief saving it
+    to `artifacts/`; the exit code."""
+    spec = runspec.spec.keras
     assert spec is not None
     rank, nodes = int(os.environ["GPUQ_NODE_RANK"]), int(os.environ["GPUQ_NODES"])
     chief = rank == 0
     t0 = time.monotonic()
     import tensorflow as tf  # late: nothing may touch TensorFlow before the caps are known
 
+    strategy, local = _multi_worker_strategy(tf, runspec, rank, nodes)
+    replicas = strategy.num_replicas_in_sync
+    import keras
+
+    _announce_worker(tf, runspec, events, rank, nodes, replicas, local, t0)
+    keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
+    with strategy.scope():
+        model, x, y = model_and_data(keras, spec, runspec.data_roots)
+        model.optimizer.build(model.trainable_variables)
+    shard = shard_of(x, y, spec, rank=rank, nodes=nodes, replicas=replicas, local=local)
+    loop = ShardLoop(tf, keras, strategy, model, spec, shard, rank)
+    progress, backup, first_epoch = _progress_and_checkpoints(run, spec, model, shard, chief)
+    board = tf.summary.create_file_writer(str(run.tensorboard / "train")) if chief else None
+    history = loop.run(progress, backup, board, range(first_epoch, spec.epochs), chief=chief)
+    _log_weights(model, shard, rank, nodes)
+    if chief:
+        model.save(run.artifacts / "model.keras")
+        (run.artifacts / "history.json").write_text(json.dumps(history, allow_nan=False))
+    return _say_how_it_ended(run, events, nodes, stopped=progress.stopped_early, chief=chief)
+
+
+def _multi_worker_strategy(tf: Any, runspec: RunSpec, rank: int, nodes: int) -> tuple[Any, int]:
+    """Applies the device plan; a `MultiWorkerMirroredStrategy` over every node, checked to
+    see the nodes and replicas gpuq started, and how many of its replicas run here."""
+    plan = runspec.devices
     configure(tf, plan, one_worker_of_many=True)
     collective = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
@@ -61,12 +88,21 @@ def train_across_nodes(run: RunDir, runspec: RunSpec, events: EventWriter) -> in
             f"MultiWorkerMirroredStrategy runs {replicas} replicas, expected {local} on each "
             f"of {nodes} nodes"
         )
-    import keras
+    return strategy, local
 
-    from gpuq.progress import GpuqProgress
-    from worker.checkpoints import Checkpoints
-    from worker.train import SpecMismatch, model_and_data
 
+def _announce_worker(
+    tf: Any,
+    runspec: RunSpec,
+    events: EventWriter,
+    rank: int,
+    nodes: int,
+    replicas: int,
+    local: int,
+    t0: float,
+) -> None:
+    """Tells the log and the events that this worker starts training, and on what."""
+    plan = runspec.devices
     print(
         f"gpuq: worker {rank} of {nodes} in multi-worker mode: MultiWorkerMirroredStrategy, "
         f"{replicas} replica(s) in sync ({local} here), "
@@ -83,109 +119,49 @@ def train_across_nodes(run: RunDir, runspec: RunSpec, events: EventWriter) -> in
         tensorflow=tf.__version__,
         init_s=round(time.monotonic() - t0, 2),
     )
-    keras.utils.set_random_seed(spec.seed)  # the same initial weights on every worker
-    with strategy.scope():
-        model, x, y = model_and_data(keras, spec, runspec.data_roots)
-        model.optimizer.build(model.trainable_variables)
-    train_samples = int(len(x) * (1 - spec.validation_split))
-    x_train, y_train = x[:train_samples], y[:train_samples]
-    x_val, y_val = x[train_samples:], y[train_samples:]
-    # Each worker's shard: every `nodes`-th sample from its rank on. The shards' sizes
-    # differ by one at most; every worker takes as many batches as the smallest allows.
-    x_shard, y_shard = x_train[rank::nodes], y_train[rank::nodes]
-    per_replica = max(1, spec.batch_size // replicas)
-    global_batch = per_replica * replicas
-    steps = (train_samples // nodes) // (per_replica * local)
-    if steps == 0:
-        raise SpecMismatch(
-            f"{train_samples} training samples over {nodes} nodes make no whole batch of "
-            f"{global_batch}: lower batch_size or use more data"
-        )
-    if global_batch != spec.batch_size:
-        print(
-            f"gpuq: batch_size {spec.batch_size} is not a multiple of the {replicas} "
-            f"replicas: each takes {per_replica}, a global batch of {global_batch}",
-            flush=True,
-        )
 
-    def shard(context: Any) -> Any:
-        dataset = tf.data.Dataset.from_tensor_slices((x_shard, y_shard))
-        if spec.shuffle:
-            dataset = dataset.shuffle(len(x_shard), seed=spec.seed + rank)
-        return dataset.repeat().batch(per_replica, drop_remainder=True).prefetch(2)
 
-    batches = iter(strategy.distribute_datasets_from_function(shard))
-    loss_fn = keras.losses.get(spec.loss)
-    metric_fns: dict[str, Any] = {name: _metric(keras, name, spec) for name in spec.metrics}
-
-    @tf.function
-    def train_step(iterator: Any, stop: Any) -> Any:
-        def replica_step(features: Any, targets: Any, stop: Any) -> Any:
-            with tf.GradientTape() as tape:
-                predicted = model(features, training=True)
-                per_sample = loss_fn(targets, predicted)
-                scaled = tf.nn.compute_average_loss(per_sample, global_batch_size=global_batch)
-            grads = tape.gradient(scaled, model.trainable_variables)
-            model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            sums = [tf.reduce_sum(per_sample)]
-            sums += [tf.reduce_sum(fn(targets, predicted)) for fn in metric_fns.values()]
-            return tf.stack([tf.cast(s, tf.float32) for s in sums]), stop
-
-        features, targets = next(iterator)
-        sums, stop = strategy.run(replica_step, args=(features, targets, stop))
-        return (
-            strategy.reduce(tf.distribute.ReduceOp.SUM, sums, axis=None),
-            strategy.reduce(tf.distribute.ReduceOp.SUM, stop, axis=None),
-        )
+def _progress_and_checkpoints(
+    run: RunDir, spec: KerasSpec, model: Any, shard: Shard, chief: bool
+) -> tuple[Any, Any, int]:
+    """Progress (echoed by the chief; SIGTERM asks it to stop) and checkpoints, the model
+    restored from the chief's last one on every worker; and the epoch to start from."""
+    from gpuq.progress import GpuqProgress
+    from worker.checkpoints import Checkpoints
 
     events_path = os.environ.get("GPUQ_EVENTS", str(run.events))
     progress = GpuqProgress(
-        events_path, batch_size=global_batch, samples=steps * global_batch, echo=chief
+        events_path,
+        batch_size=shard.global_batch,
+        samples=shard.steps * shard.global_batch,
+        echo=chief,
     )
     progress.set_model(model)
-    progress.set_params({"epochs": spec.epochs, "steps": steps})
+    progress.set_params({"epochs": spec.epochs, "steps": shard.steps})
     signal.signal(signal.SIGTERM, lambda *_: setattr(progress, "stop_requested", True))
     backup = Checkpoints(run.checkpoints, cut_short=lambda: progress.epoch_cut_short)
     backup.set_model(model)
     backup.on_train_begin()  # every worker restores from the chief's checkpoint
-    first_epoch = int(getattr(model, "_initial_epoch", 0) or 0)
-    board = tf.summary.create_file_writer(str(run.tensorboard / "train")) if chief else None
-    names = ["loss", *metric_fns]
-    history: dict[str, list[float | None]] = {}
-    progress.on_train_begin()
-    for epoch in range(first_epoch, spec.epochs):
-        progress.on_epoch_begin(epoch)
-        totals = np.zeros(len(names))
-        for step in range(steps):
-            sums, stop = train_step(batches, tf.constant(float(progress.stop_requested)))
-            totals += sums.numpy()
-            seen = (step + 1) * global_batch
-            progress.stop_requested = bool(stop.numpy() > 0)
-            progress.on_train_batch_end(step, dict(zip(names, totals / seen, strict=True)))
-            if progress.stopped_early:
-                break
-        logs = dict(zip(names, totals / ((step + 1) * global_batch), strict=True))
-        if len(x_val) and not progress.stopped_early and chief:
-            logs.update(_validate(model, x_val, y_val, loss_fn, metric_fns, per_replica))
-        if chief:
-            progress.on_epoch_end(epoch, logs)
-            backup.on_epoch_end(epoch, logs)
-            _summarise(tf, board, epoch, logs)
-            for key, value in finite(logs).items():
-                history.setdefault(key, []).append(value)
-        if progress.stopped_early:
-            break
+    return progress, backup, int(getattr(model, "_initial_epoch", 0) or 0)
+
+
+def _log_weights(model: Any, shard: Shard, rank: int, nodes: int) -> None:
+    """Tells the log what this worker trained on and the weights it ended with (the same on
+    every worker)."""
     weights = hashlib.sha256(b"".join(w.tobytes() for w in model.get_weights())).hexdigest()
-    seen = hashlib.sha256(x_shard.tobytes()).hexdigest()
+    seen = hashlib.sha256(shard.x.tobytes()).hexdigest()
     print(
-        f"gpuq: worker {rank} of {nodes}: trained on its shard of {len(x_shard)} samples "
+        f"gpuq: worker {rank} of {nodes}: trained on its shard of {len(shard.x)} samples "
         f"(sha256 {seen[:16]}); final weights sha256 {weights[:16]}",
         flush=True,
     )
-    if chief:
-        model.save(run.artifacts / "model.keras")
-        (run.artifacts / "history.json").write_text(json.dumps(history, allow_nan=False))
-    if progress.stopped_early:
+
+
+def _say_how_it_ended(
+    run: RunDir, events: EventWriter, nodes: int, *, stopped: bool, chief: bool
+) -> int:
+    """Says how training ended (a stop on request, or all its epochs); the exit code."""
+    if stopped:
         print("gpuq: stopped on SIGTERM after the current batch", flush=True)
         events.emit(Event.stopped, message="stopped on request after the current batch")
         return ExitCode.stopped
@@ -193,49 +169,3 @@ def train_across_nodes(run: RunDir, runspec: RunSpec, events: EventWriter) -> in
         print(f"gpuq: trained on {nodes} nodes; saved {run.artifacts / 'model.keras'}", flush=True)
     events.emit(Event.finished, artifacts=["model.keras", "history.json"] if chief else [])
     return ExitCode.ok
-
-
-def _metric(keras: Any, name: str, spec: KerasSpec) -> Any:
-    """A per-sample function for a metric of the spec, as Keras's `compile` resolves it."""
-    if name == "accuracy":
-        name = {
-            "sparse_categorical_crossentropy": "sparse_categorical_accuracy",
-            "categorical_crossentropy": "categorical_accuracy",
-            "binary_crossentropy": "binary_accuracy",
-        }.get(spec.loss, "accuracy")
-    if name == "accuracy":
-        return lambda y, p: keras.ops.mean(
-            keras.ops.cast(keras.ops.equal(keras.ops.cast(y, p.dtype), p), "float32"), axis=-1
-        )
-    functions = {
-        "mae": keras.metrics.mean_absolute_error,
-        "mse": keras.metrics.mean_squared_error,
-        "sparse_categorical_accuracy": keras.metrics.sparse_categorical_accuracy,
-        "categorical_accuracy": keras.metrics.categorical_accuracy,
-        "binary_accuracy": keras.metrics.binary_accuracy,
-    }
-    return functions[name]
-
-
-def _validate(
-    model: Any, x: Any, y: Any, loss_fn: Any, metric_fns: dict[str, Any], batch: int
-) -> dict[str, float]:
-    """`val_` metrics over the whole held-out set, on the chief alone (the weights are the
-    same everywhere)."""
-    sums = np.zeros(1 + len(metric_fns))
-    for start in range(0, len(x), max(batch, 256)):
-        xb, yb = x[start : start + max(batch, 256)], y[start : start + max(batch, 256)]
-        predicted = model(xb, training=False)
-        values = [loss_fn(yb, predicted), *(fn(yb, predicted) for fn in metric_fns.values())]
-        sums += [float(np.sum(np.asarray(v))) for v in values]
-    names = ["val_loss", *(f"val_{name}" for name in metric_fns)]
-    return dict(zip(names, sums / len(x), strict=True))
-
-
-def _summarise(tf: Any, board: Any, epoch: int, logs: dict[str, float]) -> None:
-    if board is None:
-        return
-    with board.as_default():
-        for key, value in logs.items():
-            tf.summary.scalar(f"epoch_{key}", value, step=epoch)
-    board.flush()

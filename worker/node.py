@@ -51,22 +51,12 @@ def main(argv: list[str]) -> int:
     run = RunDir(Path(argv[1]))
     rank, nodes, node = this_task()
     prefix = f"[{node}] ".encode()
-    stopped: list[int] = []  # the signals that reached this node before its program ended
-    child: subprocess.Popen[bytes] | None = None
-
-    def pass_on(number: int, _: object) -> None:
-        stopped.append(number)
-        if child is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, number)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, pass_on)
+    signals = PassedOnSignals()
     try:
         world = rendezvous(run, rank, nodes, node)
     except TimeoutError as exc:
-        say(prefix, f"gpuq: {exc}")
-        return record_end(run, NodeEnd(rank, node, 1, None, time.time(), bool(stopped)))
+        write_prefixed(prefix, f"gpuq: {exc}")
+        return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
     plan = launch_plan(run, on_node=True)
     env = {**os.environ, **plan["env"], **world_environment(world, rank)}
     if rank > 0:
@@ -75,41 +65,72 @@ def main(argv: list[str]) -> int:
         from gpuq.contract.events import Event, EventWriter
 
         EventWriter(run.events).emit(Event.nodes, nodes=world)
-    say(
+    write_prefixed(
         prefix,
         f"gpuq: node {rank} of {nodes} ({node}), CUDA_VISIBLE_DEVICES="
         f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}",
     )
     try:
-        child = subprocess.Popen(
-            plan["argv"],
-            env=env,
-            cwd=plan["cwd"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            process_group=0,
-        )
+        child = _start_program(plan, env)
     except OSError as exc:
-        say(prefix, f"gpuq: cannot start {plan['argv'][0]!r}: {exc}")
-        return record_end(run, NodeEnd(rank, node, 127, None, time.time(), bool(stopped)))
-    if stopped:  # a stop that came while the program was starting
-        os.killpg(child.pid, stopped[-1])
+        write_prefixed(prefix, f"gpuq: cannot start {plan['argv'][0]!r}: {exc}")
+        return record_end(run, NodeEnd(rank, node, 127, None, time.time(), signals.reached))
+    signals.started(child.pid)
     assert child.stdout is not None
-    relay(child.stdout.fileno(), prefix)
+    relay_output(child.stdout.fileno(), prefix)
     code = child.wait()
     if rank > 0:
         shutil.rmtree(run.path / FOLDER / str(rank), ignore_errors=True)
-    return record_end(
-        run,
-        NodeEnd(
-            rank,
-            node,
-            code if code >= 0 else None,
-            -code if code < 0 else None,
-            time.time(),
-            bool(stopped),
-        ),
+    end = NodeEnd(
+        rank,
+        node,
+        code if code >= 0 else None,
+        -code if code < 0 else None,
+        time.time(),
+        signals.reached,
+    )
+    return record_end(run, end)
+
+
+class PassedOnSignals:
+    """SIGTERM, SIGINT and SIGHUP to this node: kept, and passed on to the program's
+    process group once it has one."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []  #: the signals that reached this node before its program ended
+        self._group: int | None = None
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._pass_on)
+
+    @property
+    def reached(self) -> bool:
+        """Whether a signal reached this node (before its program ended)."""
+        return bool(self.seen)
+
+    def started(self, group: int) -> None:
+        """The program leads process group `group` now; a stop that came while it was
+        starting is passed on."""
+        self._group = group
+        if self.seen:
+            os.killpg(group, self.seen[-1])
+
+    def _pass_on(self, number: int, _: object) -> None:
+        self.seen.append(number)
+        if self._group is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._group, number)
+
+
+def _start_program(plan: dict[str, Any], env: dict[str, str]) -> "subprocess.Popen[bytes]":
+    """Starts the job's program in a process group of its own, its output on a pipe."""
+    return subprocess.Popen(
+        plan["argv"],
+        env=env,
+        cwd=plan["cwd"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        process_group=0,
     )
 
 
@@ -136,7 +157,7 @@ def rendezvous(run: RunDir, rank: int, nodes: int, node: str) -> list[dict[str, 
     )
 
 
-def relay(fd: int, prefix: bytes) -> None:
+def relay_output(fd: int, prefix: bytes) -> None:
     """Copies the program's output to ours line by line, each line with `prefix`."""
     pending = b""
     while chunk := os.read(fd, READ_CHUNK):
@@ -147,7 +168,8 @@ def relay(fd: int, prefix: bytes) -> None:
         os.write(1, prefix + pending + b"\n")
 
 
-def say(prefix: bytes, line: str) -> None:
+def write_prefixed(prefix: bytes, line: str) -> None:
+    """Writes `line` to our output, with `prefix`."""
     os.write(1, prefix + line.encode() + b"\n")
 
 

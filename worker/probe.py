@@ -26,7 +26,7 @@ from worker.launch_plan import HOOK
 MIB = 1024 * 1024
 
 
-def say(**fields: Any) -> None:
+def say_json(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
 
@@ -38,14 +38,14 @@ def info(name: str) -> None:
     try:
         module = importlib.import_module(name)
     except ImportError as exc:
-        say(installed=False, error=str(exc))
+        say_json(installed=False, error=str(exc))
         return
     try:
         cuda, gpus = _INFO[name](module)
     except Exception as exc:  # a broken install is a finding, not a crash
-        say(installed=True, version=module.__version__, error=f"{type(exc).__name__}: {exc}")
+        say_json(installed=True, version=module.__version__, error=f"{type(exc).__name__}: {exc}")
         return
-    say(installed=True, version=module.__version__, cuda=cuda, gpus=gpus)
+    say_json(installed=True, version=module.__version__, cuda=cuda, gpus=gpus)
 
 
 def _tensorflow_info(tf: Any) -> tuple[str | None, int]:
@@ -77,22 +77,22 @@ _INFO: dict[str, Callable[[Any], tuple[str | None, int]]] = {
 def alloc(name: str, under_mb: int, over_mb: int) -> None:
     allocate, refused = _ALLOC[name]()
     held = allocate(under_mb)
-    say(step="allocated", pid=os.getpid(), memory_mb=under_mb)
+    say_json(step="allocated", pid=os.getpid(), memory_mb=under_mb)
     wait()
     try:
         extra = allocate(over_mb)
     except Exception as exc:
         if not refused(exc):
             raise
-        say(step="over", refused=True, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        say_json(step="over", refused=True, error=f"{type(exc).__name__}: {str(exc)[:300]}")
     else:
-        say(step="over", refused=False, error=None)
+        say_json(step="over", refused=False, error=None)
         del extra
     wait()
     del held
 
 
-def _torch() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
+def _torch_alloc() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
     import torch
 
     def allocate(mb: int) -> Any:
@@ -103,7 +103,7 @@ def _torch() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
     return allocate, lambda exc: isinstance(exc, torch.OutOfMemoryError)
 
 
-def _jax() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
+def _jax_alloc() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
     import jax.numpy as jnp
 
     def allocate(mb: int) -> Any:
@@ -112,7 +112,7 @@ def _jax() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
     return allocate, lambda exc: "RESOURCE_EXHAUSTED" in str(exc)
 
 
-def _tensorflow() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
+def _tensorflow_alloc() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]]:
     import tensorflow as tf
 
     def allocate(mb: int) -> Any:
@@ -124,7 +124,7 @@ def _tensorflow() -> tuple[Callable[[int], Any], Callable[[BaseException], bool]
     return allocate, lambda exc: isinstance(exc, tf.errors.ResourceExhaustedError)
 
 
-_ALLOC = {"torch": _torch, "jax": _jax, "tensorflow": _tensorflow}
+_ALLOC = {"torch": _torch_alloc, "jax": _jax_alloc, "tensorflow": _tensorflow_alloc}
 
 
 def sim() -> None:
@@ -134,7 +134,7 @@ def sim() -> None:
     strategy = tf.distribute.MirroredStrategy(devices)
     ones = strategy.run(lambda: tf.constant(1.0))
     total = strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
-    say(replicas=strategy.num_replicas_in_sync, devices=devices, all_reduce=float(total))
+    say_json(replicas=strategy.num_replicas_in_sync, devices=devices, all_reduce=float(total))
 
 
 def main(argv: list[str]) -> int:

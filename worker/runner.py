@@ -25,10 +25,10 @@ from gpuq.contract.account import Account
 from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.exits import ExitCode
 from gpuq.contract.nodes import job_end
-from gpuq.contract.processes import process_start_ticks
 from gpuq.contract.rundir import RunDir, write_json_atomic
 from worker.launch_plan import launch_plan
 from worker.oom import oom_kills
+from worker.runner_records import end_with, record_start
 
 HEARTBEAT_S = 2.0
 
@@ -42,9 +42,9 @@ def main(argv: list[str]) -> int:
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
     if plan.get("terminal"):
-        from worker import session  # only sessions need the terminal's modules
+        from worker.session import run_session  # only sessions need the terminal's modules
 
-        return session.main(run, plan, began)
+        return run_session(run, plan, began)
     args = plan["argv"]
     # Under Slurm the runner is the batch step, and `scancel --batch` or the time limit's
     # warning (`--signal=B:TERM@...`) reaches it alone: training gets its own process group
@@ -193,33 +193,6 @@ def wait_beating(run: RunDir, child: "subprocess.Popen[bytes]") -> int:
     finally:
         os.close(pidfd)
     return child.wait()
-
-
-def end_with(run: RunDir, code: int, **said: Any) -> int:
-    """Writes `exit.json` for a program that ended with `code` (`Popen`'s: minus the
-    signal that killed it), with what else is `said` of its end; the runner's own exit
-    code (128 + a signal, as a shell says)."""
-    record = {"exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None}
-    write_json_atomic(run.exit, {**record, **said, "finished_at": time.time()})
-    return code if code >= 0 else 128 - code
-
-
-def record_start(run: RunDir, child: "subprocess.Popen[bytes]", began: float) -> None:
-    """`runner.json`: this runner's and the job's process, for people and tools (gpuq
-    itself signals only the runner it recorded)."""
-    write_json_atomic(
-        run.runner,
-        {
-            "runner_pid": os.getpid(),
-            "runner_start_ticks": process_start_ticks(os.getpid()),
-            "train_pid": child.pid,
-            "train_start_ticks": process_start_ticks(child.pid),
-            # Wall-clock times, for start-up latency (`bench.training`).
-            "runner_began_at": began,
-            "train_spawned_at": time.time(),
-        },
-        durable=False,  # pids mean nothing after a power cut
-    )
 
 
 def _pass_on(group: int, number: int) -> None:

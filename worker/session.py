@@ -33,7 +33,7 @@ from gpuq.contract import terminal
 from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.processes import peer_credentials, prctl, session_and_descendants
 from gpuq.contract.rundir import RunDir
-from worker.runner import end_with, record_start
+from worker.runner_records import end_with, record_start
 
 #: how long a started session waits for its terminal to attach
 ATTACH_WITHIN_S = 60.0
@@ -263,7 +263,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def main(run: RunDir, plan: dict[str, Any], began: float) -> int:
+def run_session(run: RunDir, plan: dict[str, Any], began: float) -> int:
     """Runs the session of `run` as `plan` says; the runner's exit code."""
     session = Session(run, plan)
     record_start(run, session.child, began)

@@ -68,7 +68,7 @@ def fork() -> Spare:
         def child() -> int:
             os.close(requests_end)
             os.close(readable)
-            return _wait_for_job(requests, ready)
+            return _serve_as_spare(requests, ready)
 
         pid = runner.forked(child)
     except OSError:  # out of files or processes: nothing left open
@@ -80,7 +80,7 @@ def fork() -> Spare:
     return Spare(pid, requests_end, readable)
 
 
-def _wait_for_job(requests: int, ready: int) -> int:
+def _serve_as_spare(requests: int, ready: int) -> int:
     """Runs in the spare: leads a session of its own, then waits for its request and
     becomes the job's runner; returns its exit code."""
     os.setsid()

@@ -31,7 +31,7 @@ WARMING_NICENESS = 10
 CAP_SYS_NICE = 23
 
 
-def main(control: socket.socket) -> int:
+def serve_as_standby(control: socket.socket) -> int:
     """In the launcher's forked child; its exit code."""
     os.setsid()
     runner.survive_group_signals()
@@ -47,7 +47,7 @@ def main(control: socket.socket) -> int:
         return _end(worker, "exited while importing TensorFlow")
     try:
         control.sendall(f"ready {worker.pid}\n".encode())
-        request = _wait_for_job(control, worker)
+        request = _wait_for_request(control, worker)
         if request is None:
             return _end(worker, None)
         control.sendall(b"taken\n")
@@ -92,7 +92,7 @@ def _step_back() -> None:
     os.nice(WARMING_NICENESS)
 
 
-def _wait_for_job(control: socket.socket, worker: "subprocess.Popen[bytes]") -> Any:
+def _wait_for_request(control: socket.socket, worker: "subprocess.Popen[bytes]") -> Any:
     """The launcher's request once it sends one; None if the launcher went away or the
     warm process died first."""
     assert worker.stdout is not None

@@ -38,10 +38,10 @@ def main() -> int:
     line = sys.stdin.buffer.readline()
     if not line:
         return 0  # retired before it got a job
-    return take(json.loads(line))
+    return take_job(json.loads(line))
 
 
-def take(job: dict[str, Any]) -> int:
+def take_job(job: dict[str, Any]) -> int:
     """Becomes the process of the job `job` describes and trains it; its exit code."""
     _step_forward()
     os.environ.clear()

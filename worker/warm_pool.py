@@ -27,7 +27,7 @@ MAX_BACKOFF_S = 300.0
 
 
 @dataclass
-class Standby:
+class StandbyRunner:
     pid: int
     control: socket.socket
     pidfd: int
@@ -43,7 +43,7 @@ class WarmPool:
         self.size = size
         self._selector = selector
         self._reply = reply
-        self._standbys: dict[int, Standby] = {}
+        self._standbys: dict[int, StandbyRunner] = {}
         self._failures = 0
         self._not_before = 0.0  #: no new standby before then (monotonic): backing off
         self._code = code_fingerprint() if size else ""
@@ -122,17 +122,17 @@ class WarmPool:
         def child() -> int:
             ours.close()
             detach(theirs.fileno())
-            return standby.main(theirs)
+            return standby.serve_as_standby(theirs)
 
         pid = runner.forked(child)
         theirs.close()
-        one = Standby(pid, ours, os.pidfd_open(pid))
+        one = StandbyRunner(pid, ours, os.pidfd_open(pid))
         self._standbys[pid] = one
         self._selector.register(ours, selectors.EVENT_READ, lambda _: self._heard(one))
         self._selector.register(one.pidfd, selectors.EVENT_READ, lambda _: self._ended(one))
         self._report()
 
-    def _heard(self, one: Standby) -> None:
+    def _heard(self, one: StandbyRunner) -> None:
         chunk = one.control.recv(4096)
         if not chunk:  # it is ending; its exit follows
             self._selector.unregister(one.control)
@@ -145,7 +145,7 @@ class WarmPool:
                 self._failures = 0
                 self._report()
 
-    def _ended(self, one: Standby) -> None:
+    def _ended(self, one: StandbyRunner) -> None:
         self._selector.unregister(one.pidfd)
         os.close(one.pidfd)
         _, status = os.waitpid(one.pid, 0)
@@ -166,7 +166,7 @@ class WarmPool:
             )
         self._report()
 
-    def _forget(self, one: Standby) -> None:
+    def _forget(self, one: StandbyRunner) -> None:
         """Takes `one` out of the pool and out of the launcher's loop."""
         del self._standbys[one.pid]
         for watched in (one.control, one.pidfd):

@@ -1,6 +1,7 @@
 """The run contract: everything the service and the worker agree on, and nothing else.
 
-The job spec (`spec`), the run directory and its files (`rundir`), what the service hands
+The job spec (`spec`, built from `spec_fields`, `keras_spec` and `command_spec`), the
+run directory and its files (`rundir`), what the service hands
 a worker (`runspec`, `device_plan`), the events a worker writes (`events`) and what the
 service accepts of them (`event_records`), of its runner's `exit.json` and `runner.json`
 (`run_records`), exit codes and how an exit is judged (`exits`,

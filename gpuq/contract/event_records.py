@@ -1,4 +1,5 @@
-"""What the service accepts of a line of `events.jsonl`: one model per event kind it reads.
+"""What the service accepts of a line of `events.jsonl`: one model per event kind it reads
+(`<Kind>Record`, e.g. `StartedRecord` for `started`).
 
 A job's own processes write that file, so every line is checked before anything of it is
 stored: numbers that are numbers and fit the database's columns, metric names of bounded
@@ -52,12 +53,12 @@ DEVICES = r"^[A-Za-z0-9,:/._-]*$"
 Metrics = Annotated[dict[MetricName, Finite], Field(max_length=MAX_METRICS)]
 
 
-class _Record(BaseModel):
+class _EventRecord(BaseModel):
     # Strict: "3" is no epoch. Fields not declared are not read, so they pass and go.
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class ProgressRecord(_Record):
+class ProgressRecord(_EventRecord):
     """Where training is, as `GpuqProgress` reports it (the API's `Progress`)."""
 
     epoch: Count | None = None
@@ -69,18 +70,18 @@ class ProgressRecord(_Record):
     eta_s: Finite = None
 
 
-class Started(_Record):
+class StartedRecord(_EventRecord):
     """TensorFlow is up."""
 
     num_replicas: Annotated[int, Field(ge=1, le=MAX_INT)] | None = None
 
 
-class Running(_Record):
+class RunningRecord(_EventRecord):
     """A program gpuq cannot see inside has started."""
 
 
-class Step(_Record):
-    """A sampled step (or, as `Epoch`, an epoch's end) with its metrics."""
+class StepRecord(_EventRecord):
+    """A sampled step (or, as `EpochRecord`, an epoch's end) with its metrics."""
 
     epoch: Count | None = None
     step: Count | None = None
@@ -88,21 +89,21 @@ class Step(_Record):
     metrics: Metrics | None = None
 
 
-class Epoch(Step):
+class EpochRecord(StepRecord):
     """An epoch ended."""
 
 
-class Failed(_Record):
+class FailedRecord(_EventRecord):
     """The training process explains its failing exit."""
 
     message: Text = ""
 
 
-class Stopped(Failed):
+class StoppedRecord(FailedRecord):
     """Stopped early on request, model saved."""
 
 
-class NodeRecord(_Record):
+class NodeRecord(_EventRecord):
     """One node of a job on several, as its gpuq worker announced it."""
 
     rank: Annotated[int, Field(ge=0, le=MAX_INT)]
@@ -110,23 +111,23 @@ class NodeRecord(_Record):
     gpus: Annotated[str, Field(max_length=MAX_NAME_CHARS, pattern=DEVICES)] | None = None
 
 
-class Nodes(_Record):
+class NodesRecord(_EventRecord):
     """A job on several nodes found them all."""
 
     nodes: Annotated[list[NodeRecord], Field(max_length=1024)]
 
 
-EventRecord = Started | Running | Step | Failed | Nodes
+EventRecord = StartedRecord | RunningRecord | StepRecord | FailedRecord | NodesRecord
 
 #: The kinds the service reads; it ignores the others (`resumed`, `finished`, a user's own).
 RECORDS: dict[str, type[EventRecord]] = {
-    Event.started: Started,
-    Event.running: Running,
-    Event.step: Step,
-    Event.epoch: Epoch,
-    Event.failed: Failed,
-    Event.stopped: Stopped,
-    Event.nodes: Nodes,
+    Event.started: StartedRecord,
+    Event.running: RunningRecord,
+    Event.step: StepRecord,
+    Event.epoch: EpochRecord,
+    Event.failed: FailedRecord,
+    Event.stopped: StoppedRecord,
+    Event.nodes: NodesRecord,
 }
 
 

@@ -77,7 +77,7 @@ def _openat2(folder: int, name: str) -> int:
     return int(fd)
 
 
-def _walk(folder: int, parts: list[str]) -> int:
+def _walk_beneath(folder: int, parts: list[str]) -> int:
     """One component at a time, each `O_NOFOLLOW`: a link on the way is an error, a link
     at the end is an `O_PATH` descriptor of the link itself (refused by its type)."""
     current = folder
@@ -93,7 +93,7 @@ def _walk(folder: int, parts: list[str]) -> int:
             os.close(current)
 
 
-def _resolve(folder: int, name: str | PurePosixPath) -> int:
+def _resolve_beneath(folder: int, name: str | PurePosixPath) -> int:
     """An `O_PATH` descriptor of `name` beneath `folder`, no link followed."""
     global _has_openat2
     parts = _parts(name)
@@ -104,7 +104,7 @@ def _resolve(folder: int, name: str | PurePosixPath) -> int:
             if exc.errno not in (errno.ENOSYS, errno.EPERM):
                 raise
             _has_openat2 = False  # an old kernel, or a seccomp filter: walk it ourselves
-    return _walk(folder, parts)
+    return _walk_beneath(folder, parts)
 
 
 @contextmanager
@@ -120,7 +120,7 @@ def _folder(folder: Path) -> Iterator[int]:
 def _found(folder: Path, name: str | PurePosixPath) -> Iterator[tuple[int, os.stat_result]]:
     """`name` beneath `folder` as an `O_PATH` descriptor, with what it is."""
     with _folder(folder) as top:
-        fd = _resolve(top, name)
+        fd = _resolve_beneath(top, name)
     try:
         yield fd, os.fstat(fd)
     finally:
@@ -182,11 +182,13 @@ def regular_files(folder: Path, name: str) -> list[tuple[str, os.stat_result]]:
     except OSError:
         return []
     found_files: list[tuple[str, os.stat_result]] = []
-    _list(top, "", 0, found_files)
+    _list_regular_files(top, "", 0, found_files)
     return sorted(found_files, key=lambda f: f[0])
 
 
-def _list(fd: int, prefix: str, depth: int, into: list[tuple[str, os.stat_result]]) -> None:
+def _list_regular_files(
+    fd: int, prefix: str, depth: int, into: list[tuple[str, os.stat_result]]
+) -> None:
     """Lists folder `fd` (and closes it) into `into`."""
     try:
         with os.scandir(fd) as entries:
@@ -205,7 +207,7 @@ def _list(fd: int, prefix: str, depth: int, into: list[tuple[str, os.stat_result
                         inner = os.open(entry.name, flags, dir_fd=fd)
                     except OSError:
                         continue  # swapped for something else since it was listed
-                    _list(inner, f"{prefix}{entry.name}/", depth + 1, into)
+                    _list_regular_files(inner, f"{prefix}{entry.name}/", depth + 1, into)
     finally:
         os.close(fd)
 

@@ -137,16 +137,16 @@ def check(text: str) -> dict[str, Any]:
         raise UnsafeModel(f"not valid JSON: {exc}") from exc
     if not isinstance(config, dict) or config.get("class_name") not in MODELS:
         raise UnsafeModel("the top level must be a Keras model (Sequential or Functional)")
-    _walk(config, depth=0)
+    _check_layers(config, depth=0)
     return config
 
 
-def _walk(node: Any, depth: int) -> None:
+def _check_layers(node: Any, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise UnsafeModel("the model JSON is nested too deeply")
     if isinstance(node, list):
         for item in node:
-            _walk(item, depth + 1)
+            _check_layers(item, depth + 1)
         return
     if not isinstance(node, dict):
         return
@@ -167,4 +167,4 @@ def _walk(node: Any, depth: int) -> None:
         if registered not in (None, name) and not str(registered).startswith("keras"):
             raise UnsafeModel(f"custom object {registered!r} is refused")
     for value in node.values():
-        _walk(value, depth + 1)
+        _check_layers(value, depth + 1)

@@ -188,7 +188,7 @@ def job_end(run: RunDir, nodes: int, launcher_code: int) -> dict[str, Any]:
         }
     if len(known) == nodes and not any(end.failed for end in known):
         return {"exit_code": 0, "signal": None, "nodes": nodes}
-    on_its_own = sorted((e for e in known if e.failed and not e.stopped), key=_when)
+    on_its_own = sorted((e for e in known if e.failed and not e.stopped), key=_ended_at)
     lost = [rank for rank, end in ends.items() if end is None]
     if on_its_own:
         blamed = on_its_own[0]
@@ -217,5 +217,5 @@ def job_end(run: RunDir, nodes: int, launcher_code: int) -> dict[str, Any]:
     }
 
 
-def _when(end: NodeEnd) -> float:
+def _ended_at(end: NodeEnd) -> float:
     return end.ended_at

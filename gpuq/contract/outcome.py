@@ -89,6 +89,30 @@ def classify(
     counts as none: the job's processes can write it."""
     record = exit_info if isinstance(exit_info, ExitRecord) else exit_record(exit_info)
     code = record.exit_code if record is not None else None
+    stopped = _stopped_by_gpuq(stop_reason, detail, code, time_limit_s, preempted_by)
+    if stopped is not None:
+        return stopped
+    if record is None:
+        return Outcome(
+            JobStatus.failed,
+            Reason.worker_lost,
+            "the job's runner ended without recording an exit (killed, or the host restarted)",
+            None,
+        )
+    if record.on_node:
+        return _on_node(record, detail, builtin, log_tail)
+    return _ended_on_its_own(record, detail, builtin, log_tail)
+
+
+def _stopped_by_gpuq(
+    stop_reason: Reason | None,
+    detail: str | None,
+    code: int | None,
+    time_limit_s: float | None,
+    preempted_by: int | None,
+) -> Outcome | None:
+    """The outcome of a job gpuq (or its owner) stopped, for that reason; None if it was
+    not stopped, or a preempted job ended well before it could be."""
     if stop_reason == Reason.time_limit:
         return Outcome(
             JobStatus.timed_out,
@@ -117,15 +141,14 @@ def classify(
         return Outcome(
             JobStatus.cancelled, Reason.cancelled_by_user, "cancelled by its owner", code
         )
-    if record is None:
-        return Outcome(
-            JobStatus.failed,
-            Reason.worker_lost,
-            "the job's runner ended without recording an exit (killed, or the host restarted)",
-            None,
-        )
-    if record.on_node:
-        return _on_node(record, detail, builtin, log_tail)
+    return None
+
+
+def _ended_on_its_own(
+    record: ExitRecord, detail: str | None, builtin: bool, log_tail: Sequence[str]
+) -> Outcome:
+    """The outcome of a job on one node that nobody stopped, from its runner's record."""
+    code = record.exit_code
     if record.terminal_closed:
         return Outcome(
             JobStatus.cancelled,
@@ -138,8 +161,15 @@ def classify(
     if code == 0:
         said = "trained and saved" if builtin else "the program exited with code 0"
         return Outcome(JobStatus.succeeded, None, said, 0)
+    if code is None:
+        return _ended_by_signal(record, builtin, log_tail)
+    return _ended_with_code(code, detail, builtin, log_tail)
+
+
+def _ended_by_signal(record: ExitRecord, builtin: bool, log_tail: Sequence[str]) -> Outcome:
+    """A program with no exit code: the kernel's OOM killer, or another signal."""
     number = record.signal if record.signal is not None and 0 < record.signal < 128 else None
-    if code is None and record.oom_killed:
+    if record.oom_killed:
         return Outcome(
             JobStatus.failed,
             Reason.host_oom,
@@ -148,15 +178,17 @@ def classify(
             None,
             number,
         )
-    if code is None:
-        number = number or 0
-        return Outcome(
-            JobStatus.failed,
-            Reason.signal,
-            _killed(number, builtin, log_tail),
-            None,
-            number or None,
-        )
+    number = number or 0
+    return Outcome(
+        JobStatus.failed, Reason.signal, _killed(number, builtin, log_tail), None, number or None
+    )
+
+
+def _ended_with_code(
+    code: int, detail: str | None, builtin: bool, log_tail: Sequence[str]
+) -> Outcome:
+    """A program that exited non-zero: the code's meaning for gpuq's own training, an
+    out-of-memory message in a user's program's log, or the code alone."""
     reason = REASONS.get(code, Reason.nonzero_exit) if builtin else Reason.nonzero_exit
     said = detail or f"the {'training process' if builtin else 'program'} exited with code {code}"
     last = log_tail[-OOM_LINES:]

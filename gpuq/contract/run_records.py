@@ -28,14 +28,14 @@ Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 MAX_SPAWN_ERROR_CHARS = 20_000
 
 
-class _Record(BaseModel):
+class _RunRecord(BaseModel):
     # Strict and closed: a field gpuq never writes, or "0" for 0, means someone else wrote it.
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 
-class ExitRecord(_Record):
-    """`exit.json`: how the job's program ended (`worker.runner.end_with`), or, on several
-    nodes, the node that ended it (`nodes.job_end`)."""
+class ExitRecord(_RunRecord):
+    """`exit.json`: how the job's program ended (`worker.runner_records.end_with`), or, on
+    several nodes, the node that ended it (`nodes.job_end`)."""
 
     exit_code: Annotated[int, Field(ge=0, le=255)] | None = None  #: None: a signal ended it
     signal: Annotated[int, Field(ge=0, le=255)] | None = None
@@ -67,7 +67,7 @@ def parse_exit(data: Mapping[str, Any] | None) -> tuple[ExitRecord | None, str |
     try:
         return ExitRecord.model_validate(data), None
     except ValidationError as exc:
-        return None, problem(exc)
+        return None, _exit_problem(exc)
 
 
 def exit_record(data: Mapping[str, Any] | None) -> ExitRecord | None:
@@ -75,7 +75,7 @@ def exit_record(data: Mapping[str, Any] | None) -> ExitRecord | None:
     return parse_exit(data)[0]
 
 
-def problem(exc: ValidationError) -> str:
+def _exit_problem(exc: ValidationError) -> str:
     """The first error of a validation, by where and what: never a value, nor the name of a
     field gpuq does not write (the job chose both)."""
     error = exc.errors(include_url=False, include_input=False)[0]

@@ -50,3 +50,12 @@ ALLOWED_FROM: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.cancelled: ACTIVE | {JobStatus.queued},
     JobStatus.timed_out: ACTIVE,
 }
+
+
+class GpuState(StrEnum):
+    """A GPU's state, as the API shows it (`service.gpus.states` has its transitions)."""
+
+    free = "free"  #: may be placed on (shown as `in_use` while jobs hold allocations)
+    in_use = "in_use"  #: never stored: a free GPU that jobs are placed on
+    draining = "draining"  #: a job ended here; waiting for its processes and memory to go
+    quarantined = "quarantined"  #: they did not go in time; an admin must release it

@@ -22,7 +22,7 @@ from service.api.routes import (
     usage,
     webhooks,
 )
-from service.runtime import Service
+from service.runtime import Service, open_with_scheduler
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = service is None
-        app.state.service = Service.open(settings) if owned else service
+        app.state.service = open_with_scheduler(settings) if owned else service
         try:
             yield
         finally:

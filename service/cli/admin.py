@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 
 app = typer.Typer(
     name="admin",
@@ -28,19 +28,19 @@ def drain(
 ) -> None:
     """Start nothing new on the box (or --gpu N) until resumed; running jobs finish (admins)."""
     body = {"gpus": gpu or None, "reason": reason}
-    _print(client(ctx).json("POST", "/v1/admin/drain", json=body), as_json)
+    _print(api_client(ctx).json("POST", "/v1/admin/drain", json=body), as_json)
 
 
 @app.command("resume")
 def resume(ctx: typer.Context, gpu: GpuOption = None, as_json: JsonFlag = False) -> None:
     """End every drain, or only that of --gpu N (admins)."""
-    _print(client(ctx).json("POST", "/v1/admin/resume", json={"gpus": gpu or None}), as_json)
+    _print(api_client(ctx).json("POST", "/v1/admin/resume", json={"gpus": gpu or None}), as_json)
 
 
 @app.command("status")
 def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """What is drained, by whom, since when and why."""
-    _print(client(ctx).json("GET", "/v1/admin/drain"), as_json)
+    _print(api_client(ctx).json("GET", "/v1/admin/drain"), as_json)
 
 
 def _print(drains: Sequence[dict[str, Any]], as_json: bool) -> None:

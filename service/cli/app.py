@@ -55,7 +55,7 @@ def _root(
     ] = None,
 ) -> None:
     """Share a GPU workstation for training."""
-    # --url and --token are read where a command first needs the API: `options.client`.
+    # --url and --token are read where a command first needs the API: `options.api_client`.
 
 
 def build_app() -> typer.Typer:
@@ -69,8 +69,8 @@ def build_app() -> typer.Typer:
     )
     app.command("serve")(serve.serve)
     app.command("doctor")(doctor.doctor)
-    app.command("run", help=run.RUN_HELP, context_settings=run.SETTINGS)(run.run_or_shell)
-    app.command("shell", help=run.SHELL_HELP, context_settings=run.SETTINGS)(run.run_or_shell)
+    app.command("run", help=run.RUN_HELP, context_settings=run.SETTINGS)(run.run)
+    app.command("shell", help=run.SHELL_HELP, context_settings=run.SETTINGS)(run.shell)
     app.command("submit")(jobs.submit)
     app.command("ls")(jobs.list_jobs)
     app.command("show")(jobs.show)

@@ -8,7 +8,7 @@ import typer
 
 from gpuq.http import Client
 from service.cli import tables
-from service.cli.options import JobIdArg, JsonFlag, client, print_json
+from service.cli.options import JobIdArg, JsonFlag, api_client, print_json
 
 
 def artifacts(
@@ -27,7 +27,7 @@ def artifacts(
 ) -> None:
     """List a job's files, or download one."""
     params: dict[str, Any] = {"attempt": attempt} if attempt else {}
-    api = client(ctx)
+    api = api_client(ctx)
     if name is None:
         _list(api, job_id, params, as_json=as_json)
         return
@@ -52,4 +52,4 @@ def _list(api: Client, job_id: int, params: dict[str, Any], *, as_json: bool) ->
     elif not listing["artifacts"]:
         print(f"job {job_id} has no files (yet)")
     else:
-        tables.show(tables.artifacts_table(listing["artifacts"]))
+        tables.print_rendered(tables.artifacts_table(listing["artifacts"]))

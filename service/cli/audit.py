@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 
 from service.cli import tables
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 
 DEFAULT_LIMIT = 100
 
@@ -22,12 +22,12 @@ def audit(
     params: dict[str, Any] = {"limit": limit}
     if cursor:
         params["cursor"] = cursor
-    page = client(ctx).json("GET", "/v1/audit", params=params)
+    page = api_client(ctx).json("GET", "/v1/audit", params=params)
     if as_json:
         print_json(page)
         return
     if page["entries"]:
-        tables.show(tables.audit_table(page["entries"]))
+        tables.print_rendered(tables.audit_table(page["entries"]))
     else:
         print("no audit entries")
     if page.get("next_cursor"):

@@ -7,7 +7,7 @@ import typer
 from rich.table import Table
 
 from service.cli.options import JsonFlag, print_json
-from service.cli.tables import show
+from service.cli.tables import print_rendered
 
 MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
 
@@ -53,7 +53,7 @@ def doctor(
         for check in report.checks:
             result = check.detail + (f"\n[dim]→ {check.hint}[/]" if check.hint else "")
             table.add_row(MARKS[check.status.value], check.name, result)
-        show(table)
+        print_rendered(table)
         failed = sum(c.status == "fail" for c in report.checks)
         print(f"{failed} check{'s' * (failed != 1)} failed" if failed else "all checks passed")
     raise typer.Exit(0 if report.ok else 1)

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 from gpuq.contract.states import TERMINAL
 from gpuq.http import ApiError, Client
+from service.cli.job_summary import nodes_text
 from service.cli.jobs import gpus_text, print_output
-from service.cli.tables import nodes_text
 
 T = TypeVar("T")
 
@@ -122,7 +122,7 @@ def accepted(client: Client, job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
+def follow_job(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
     """Follows a just-accepted job to its end; the exit code `gpuq run` ends with."""
     job_id = job["id"]
     output = threading.Thread(target=_copy_output, args=(client, job_id, as_json), daemon=True)
@@ -140,7 +140,10 @@ def follow(client: Client, job: dict[str, Any], *, as_json: bool) -> int:
 
     try:
         last, pressed = interruptible(
-            to_the_end, (signal.SIGINT,), first=lambda: cancel(client, job_id), second=leave
+            to_the_end,
+            (signal.SIGINT,),
+            first=lambda: cancel_saying_so(client, job_id),
+            second=leave,
         )
     except Interrupted:
         return RunExit.interrupted
@@ -226,7 +229,7 @@ def print_changes(
     return last
 
 
-def cancel(client: Client, job_id: int, what: str = "job") -> None:
+def cancel_saying_so(client: Client, job_id: int, what: str = "job") -> None:
     """Cancels job `job_id` (or, with `what="sweep"`, that sweep) and says so."""
     try:
         client.json("POST", f"/v1/{what}s/{job_id}/cancel")

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from service.cli import tables
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 
 app = typer.Typer(
     name="gpus",
@@ -21,11 +21,11 @@ def gpus(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """GPUs, their memory and jobs (`gpuq gpus release INDEX` frees a held-back GPU)."""
     if ctx.invoked_subcommand is not None:
         return
-    listed = client(ctx).json("GET", "/v1/gpus")
+    listed = api_client(ctx).json("GET", "/v1/gpus")
     if as_json:
         print_json(listed)
     else:
-        tables.show(tables.gpus_table(listed))
+        tables.print_rendered(tables.gpus_table(listed))
 
 
 @app.command("release")
@@ -35,7 +35,7 @@ def release(
     as_json: JsonFlag = False,
 ) -> None:
     """Put a draining or quarantined GPU back into use (admins)."""
-    gpu = client(ctx).json("POST", f"/v1/gpus/{index}/release")
+    gpu = api_client(ctx).json("POST", f"/v1/gpus/{index}/release")
     if as_json:
         print_json(gpu)
     else:

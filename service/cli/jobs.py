@@ -9,9 +9,10 @@ import typer
 
 from gpuq.contract.states import JobStatus
 from service.cli import tables
-from service.cli.options import JobIdArg, JsonFlag, client, print_json
+from service.cli.job_summary import job_summary
+from service.cli.options import JobIdArg, JsonFlag, api_client, print_json
 from service.cli.spec_files import read_spec_file
-from service.cli.watch import watch as watch_job
+from service.cli.watch import watch_progress
 
 
 def submit(
@@ -38,7 +39,7 @@ def submit(
     spec = read_spec_file(file)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     params = {"dry_run": "true"} if dry_run else {}
-    answer = client(ctx).json("POST", "/v1/jobs", json=spec, headers=headers, params=params)
+    answer = api_client(ctx).json("POST", "/v1/jobs", json=spec, headers=headers, params=params)
     if as_json:
         print_json(answer)
     elif dry_run:
@@ -80,22 +81,22 @@ def list_jobs(
         params["owner"] = owner
     if cursor:
         params["cursor"] = cursor
-    page = client(ctx).json("GET", "/v1/jobs", params=params)
+    page = api_client(ctx).json("GET", "/v1/jobs", params=params)
     if as_json:
         print_json(page)
     elif page["jobs"]:
-        tables.show(tables.jobs_table(page["jobs"]))
+        tables.print_rendered(tables.jobs_table(page["jobs"]))
     else:
         print("no jobs")
 
 
 def show(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """One job in detail: state, GPUs, progress, metrics, why it waits or ended."""
-    job = client(ctx).json("GET", f"/v1/jobs/{job_id}")
+    job = api_client(ctx).json("GET", f"/v1/jobs/{job_id}")
     if as_json:
         print_json(job)
     else:
-        print(tables.job_summary(job))
+        print(job_summary(job))
 
 
 def logs(
@@ -113,7 +114,7 @@ def logs(
     """
     params: dict[str, Any] = {"tail": tail} if tail else {}
     path = f"/v1/jobs/{job_id}/logs"
-    api = client(ctx)
+    api = api_client(ctx)
     if follow:
         chunks = api.stream(path, follow="true", **params)
     else:
@@ -149,14 +150,14 @@ def print_lines_as_json(job_id: int, chunks: Iterator[bytes]) -> None:
 
 def watch(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """A live progress bar until the job ends; exits 0 if it succeeded, 1 if not."""
-    code = watch_job(client(ctx), job_id, as_json=as_json)
+    code = watch_progress(api_client(ctx), job_id, as_json=as_json)
     if code:
         raise typer.Exit(code)
 
 
 def cancel(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """Cancel a job: a queued one at once, a running one with SIGTERM, then SIGKILL."""
-    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/cancel")
+    job = api_client(ctx).json("POST", f"/v1/jobs/{job_id}/cancel")
     if as_json:
         print_json(job)
     elif job["status"] == "cancelled":
@@ -167,7 +168,7 @@ def cancel(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> N
 
 def hold(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """Keep a queued job from starting until `gpuq release ID`."""
-    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/hold")
+    job = api_client(ctx).json("POST", f"/v1/jobs/{job_id}/hold")
     if as_json:
         print_json(job)
     else:
@@ -176,7 +177,7 @@ def hold(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> Non
 
 def release(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """Let a held job start again."""
-    job = client(ctx).json("POST", f"/v1/jobs/{job_id}/release")
+    job = api_client(ctx).json("POST", f"/v1/jobs/{job_id}/release")
     if as_json:
         print_json(job)
     else:
@@ -192,7 +193,7 @@ def priority(
     as_json: JsonFlag = False,
 ) -> None:
     """Change a job's priority (negative values work: `gpuq priority 7 -5`)."""
-    job = client(ctx).json("PATCH", f"/v1/jobs/{job_id}", json={"priority": value})
+    job = api_client(ctx).json("PATCH", f"/v1/jobs/{job_id}", json={"priority": value})
     if as_json:
         print_json(job)
     else:

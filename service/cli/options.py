@@ -17,7 +17,7 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2))
 
 
-def client(ctx: typer.Context) -> Client:
+def api_client(ctx: typer.Context) -> Client:
     """The API client of this invocation, made once from the root's `--url`/`--token`.
 
     A caller that starts the app with `obj=Client(...)` (tests do) supplies its own.

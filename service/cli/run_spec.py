@@ -126,7 +126,7 @@ def default_name(argv: Sequence[str]) -> str:
     return name or "job"
 
 
-def build(
+def build_spec(
     kind: str,
     argv: Sequence[str],
     options: RunOptions,

@@ -3,12 +3,17 @@
 import logging
 import os
 import signal
+import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
+    import uvicorn
+
+    from service.runtime import Service
     from service.settings import Settings
 
 SHUTDOWN_GRACE_S = 3
@@ -107,34 +112,64 @@ def _open_database(db_url: str) -> tuple[int, str]:
 def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     """Opens the service and serves until stopped; exits 1 if the GPUs or the scheduler
     lock cannot be had."""
-    import uvicorn
-
-    from gpuq.contract.processes import never_hung_up
-    from service.api import local_socket
-    from service.api.app import create_app
     from service.gpus.inventory import InventoryError
-    from service.runtime import Service
+    from service.runtime import open_api, open_with_scheduler_process
     from service.scheduler.loop import SchedulerLocked
     from service.scheduler.remote import SchedulerFailed
     from service.team.run_as import RunAsError
 
     log = logging.getLogger("gpuq")
     try:
-        service = Service.open(settings, schedule=schedule, scheduler_process=True)
+        service = open_with_scheduler_process(settings) if schedule else open_api(settings)
     except (InventoryError, SchedulerLocked, SchedulerFailed, RunAsError) as exc:
         _fail(str(exc))
-    if user_count == 0:
-        log.warning(
-            "NO USERS DEFINED: gpuq is open to every process that can reach %s:%d, acting as "
-            "admin. Add users with `gpuq users add NAME [--admin]` to require tokens.",
+    _say_who_may_come_in(settings, user_count)
+    log.info("GPUs: %s", service.registry.inventory.describe())
+    if not schedule:
+        log.info("API only (--api-only): jobs are stored here and scheduled elsewhere")
+    _serve_until_stopped(settings, service, user_count)
+
+
+def _serve_until_stopped(settings: "Settings", service: "Service", user_count: int) -> None:
+    """Serves on the address and on the local socket until SIGTERM or Ctrl-C, then closes
+    the sockets and the service."""
+    import uvicorn
+
+    from gpuq.contract.processes import never_hung_up
+
+    log = logging.getLogger("gpuq")
+    config = _server_config(settings, service)
+    sockets = []
+    path = settings.socket_path
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    never_hung_up()
+    try:
+        sockets.append(config.bind_socket())
+        log.info(
+            "listening on http://%s:%d: the dashboard at /, the API's docs at /docs",
             settings.host,
             settings.port,
         )
-    else:
-        log.info("%d user(s): requests need `Authorization: Bearer <token>`", user_count)
-    log.info("GPUs: %s", service.gpus.inventory.describe())
-    if not schedule:
-        log.info("API only (--api-only): jobs are stored here and scheduled elsewhere")
+        if path is not None:
+            sockets.extend(_local_login(path, user_count))
+        uvicorn.Server(config).run(sockets=sockets)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping already: let it finish
+        for sock in sockets:
+            sock.close()
+        if len(sockets) > 1 and path is not None:
+            path.unlink(missing_ok=True)
+        service.close()
+        log.info("stopped")
+
+
+def _server_config(settings: "Settings", service: "Service") -> "uvicorn.Config":
+    """uvicorn's configuration of the app, its log levels and filters set."""
+    import uvicorn
+
+    from service.api import local_socket
+    from service.api.app import create_app
+
     config = uvicorn.Config(
         create_app(settings, service),
         host=settings.host,
@@ -150,41 +185,44 @@ def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
         error_log = logging.getLogger("uvicorn.error")
         error_log.setLevel(max(error_log.level, logging.WARNING))
     logging.getLogger("uvicorn.access").addFilter(_quiet_health_checks)
-    sockets = []
-    path = settings.socket_path
-    signal.signal(signal.SIGTERM, _stop)
-    never_hung_up()
-    try:
-        sockets.append(config.bind_socket())
-        log.info(
-            "listening on http://%s:%d: the dashboard at /, the API's docs at /docs",
+    return config
+
+
+def _say_who_may_come_in(settings: "Settings", user_count: int) -> None:
+    """Logs whether requests need a token, and loudly when none does."""
+    log = logging.getLogger("gpuq")
+    if user_count == 0:
+        log.warning(
+            "NO USERS DEFINED: gpuq is open to every process that can reach %s:%d, acting as "
+            "admin. Add users with `gpuq users add NAME [--admin]` to require tokens.",
             settings.host,
             settings.port,
         )
-        if path is not None:
-            try:
-                sockets.append(local_socket.bind(path))
-                if user_count == 0 and os.geteuid() == 0:  # `users.check_open_peer`
-                    log.warning(
-                        "local login on %s for root alone while no user exists (gpuq runs as "
-                        "root: any other account would act there as an admin); add users "
-                        "with `gpuq users add NAME --admin` and bind members' accounts with "
-                        "--unix-user LOGIN to let them in",
-                        path,
-                    )
-                else:
-                    log.info("local login on %s (who you are on this box; no token)", path)
-            except OSError as exc:
-                log.warning("no local login socket at %s: %s", path, exc)
-        uvicorn.Server(config).run(sockets=sockets)
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping already: let it finish
-        for sock in sockets:
-            sock.close()
-        if len(sockets) > 1 and path is not None:
-            path.unlink(missing_ok=True)
-        service.close()
-        log.info("stopped")
+    else:
+        log.info("%d user(s): requests need `Authorization: Bearer <token>`", user_count)
+
+
+def _local_login(path: Path, user_count: int) -> list[socket.socket]:
+    """The local socket (`GPUQ_SOCKET`), bound; none, with a warning, if it cannot be."""
+    from service.api import local_socket
+
+    log = logging.getLogger("gpuq")
+    try:
+        bound = local_socket.bind(path)
+    except OSError as exc:
+        log.warning("no local login socket at %s: %s", path, exc)
+        return []
+    if user_count == 0 and os.geteuid() == 0:  # `users.check_open_peer`
+        log.warning(
+            "local login on %s for root alone while no user exists (gpuq runs as "
+            "root: any other account would act there as an admin); add users "
+            "with `gpuq users add NAME --admin` and bind members' accounts with "
+            "--unix-user LOGIN to let them in",
+            path,
+        )
+    else:
+        log.info("local login on %s (who you are on this box; no token)", path)
+    return [bound]
 
 
 def _quiet_health_checks(record: logging.LogRecord) -> bool:
@@ -195,7 +233,7 @@ def _quiet_health_checks(record: logging.LogRecord) -> bool:
     return not (isinstance(args, tuple) and len(args) == 5 and args[2:5:2] == ("/healthz", 200))
 
 
-def _stop(signum: int, frame: object) -> NoReturn:
+def _exit_on_sigterm(signum: int, frame: object) -> NoReturn:
     """SIGTERM (`systemctl stop`, `docker stop`) outside uvicorn's own handler: before it
     serves, and after, when uvicorn raises again the signal that stopped it. Unwinds, so
     that the service closes (scheduler, launcher, socket) and gpuq exits 0."""

@@ -14,7 +14,7 @@ from gpuq.http import Client
 from service.cli import follow as following
 from service.cli import tables
 from service.cli.follow import Interrupted, RunExit, interruptible, note
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 from service.cli.spec_files import read_spec_file
 
 #: how often a followed sweep is read again
@@ -51,7 +51,7 @@ def submit(
     """Submit a sweep: every member is queued at once. Exits 2 if the file cannot be read."""
     spec = read_spec_file(file)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-    sweep = client(ctx).json("POST", "/v1/sweeps", json=spec, headers=headers)
+    sweep = api_client(ctx).json("POST", "/v1/sweeps", json=spec, headers=headers)
     if as_json:
         print_json(sweep)
         return
@@ -80,7 +80,7 @@ def list_sweeps(
     params: dict[str, Any] = {"limit": limit}
     if owner:
         params["owner"] = owner
-    page = client(ctx).json("GET", "/v1/sweeps", params=params)
+    page = api_client(ctx).json("GET", "/v1/sweeps", params=params)
     if as_json:
         print_json(page)
         return
@@ -96,7 +96,9 @@ def list_sweeps(
         )
         for s in page["sweeps"]
     ]
-    tables.show(tables.table(["ID", "NAME", "OWNER", "STATUS", "SIZE", "MEMBERS", "METRIC"], rows))
+    tables.print_rendered(
+        tables.table(["ID", "NAME", "OWNER", "STATUS", "SIZE", "MEMBERS", "METRIC"], rows)
+    )
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -108,12 +110,12 @@ def counts_text(counts: dict[str, int]) -> str:
 @app.command("show")
 def show(ctx: typer.Context, sweep_id: SweepIdArg, as_json: JsonFlag = False) -> None:
     """A sweep's leaderboard: members ranked by the best value of its metric."""
-    sweep = client(ctx).json("GET", f"/v1/sweeps/{sweep_id}")
+    sweep = api_client(ctx).json("GET", f"/v1/sweeps/{sweep_id}")
     if as_json:
         print_json(sweep)
         return
     print(summary_text(sweep))
-    tables.show(leaderboard_table(sweep))
+    tables.print_rendered(leaderboard_table(sweep))
 
 
 def summary_text(sweep: dict[str, Any]) -> str:
@@ -163,15 +165,15 @@ def leaderboard_table(sweep: dict[str, Any]) -> Table:
                 tables.state(m["status"]),
                 m["reason"] or "",
                 m["epochs"],
-                _number(m["best"]),
-                _number(m["last"]),
+                _metric_or_blank(m["best"]),
+                _metric_or_blank(m["last"]),
             )
         )
     headers = ["RANK", "JOB", *names, "STATUS", "REASON", "EPOCHS", f"BEST {metric}", "LAST"]
     return tables.table(headers, rows)
 
 
-def _number(value: float | None) -> str:
+def _metric_or_blank(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
 
 
@@ -194,7 +196,7 @@ def release(ctx: typer.Context, sweep_id: SweepIdArg, as_json: JsonFlag = False)
 
 
 def _act(ctx: typer.Context, sweep_id: int, action: str, as_json: bool) -> None:
-    sweep = client(ctx).json("POST", f"/v1/sweeps/{sweep_id}/{action}")
+    sweep = api_client(ctx).json("POST", f"/v1/sweeps/{sweep_id}/{action}")
     if as_json:
         print_json(sweep)
         return
@@ -202,7 +204,7 @@ def _act(ctx: typer.Context, sweep_id: int, action: str, as_json: bool) -> None:
     print(f"sweep {sweep_id} {done}: {counts_text(sweep['counts'])}")
 
 
-def follow(api: Client, sweep: dict[str, Any]) -> int:
+def follow_sweep(api: Client, sweep: dict[str, Any]) -> int:
     """Follows a just-submitted sweep to its end: a line as each member ends, then the
     leaderboard. Ctrl-C cancels the sweep; a second one leaves at once. Exits 0 when no
     member failed, 1 when one did, 121 if the sweep was cancelled, 130 after a Ctrl-C."""
@@ -228,13 +230,13 @@ def follow(api: Client, sweep: dict[str, Any]) -> int:
         last, pressed = interruptible(
             to_the_end,
             (signal.SIGINT,),
-            first=lambda: following.cancel(api, sweep_id, "sweep"),
+            first=lambda: following.cancel_saying_so(api, sweep_id, "sweep"),
             second=leave,
         )
     except Interrupted:
         return RunExit.interrupted
     print(summary_text(last))
-    tables.show(leaderboard_table(last))
+    tables.print_rendered(leaderboard_table(last))
     if pressed:
         return RunExit.interrupted
     if last["status"] == "cancelled":
@@ -255,10 +257,10 @@ def member_line(member: dict[str, Any], metric: str | None) -> str:
 
 def parse_values(text: str) -> list[Any]:
     """`1e-3,1e-4` → [0.001, 0.0001]; `32,64` → [32, 64]; `relu,gelu` stays text."""
-    return [_value(part.strip()) for part in text.split(",") if part.strip()]
+    return [_metric_value(part.strip()) for part in text.split(",") if part.strip()]
 
 
-def _value(text: str) -> Any:
+def _metric_value(text: str) -> Any:
     for kind in (int, float):
         try:
             return kind(text)

@@ -47,7 +47,7 @@ def seconds(text: str) -> float:
     return total
 
 
-def moment(text: str, now: datetime | None = None) -> datetime:
+def parse_moment(text: str, now: datetime | None = None) -> datetime:
     """`18:00` (the next 18:00 here), or an ISO time (`2026-11-25T06:00`, `...Z`,
     `...+01:00`; without a zone, this machine's) -> an aware time."""
     now = (now or datetime.now(UTC)).astimezone()

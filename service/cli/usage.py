@@ -9,7 +9,7 @@ import typer
 from rich.text import Text
 
 from service.cli import tables
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 from service.cli.sweeps import counts_text
 from service.errors import Invalid
 from service.store.db import utcnow
@@ -44,12 +44,12 @@ def usage(
         raise typer.BadParameter(exc.message, param_hint=f"'--{exc.loc[-1]}'") from None
     given = {"since": since, "until": until}
     params = {"by": by.value} | {k: v for k, v in given.items() if v is not None}
-    report = client(ctx).json("GET", "/v1/usage", params=params)
+    report = api_client(ctx).json("GET", "/v1/usage", params=params)
     if as_json:
         print_json(report)
         return
     print(heading(report))
-    tables.show(usage_table(report))
+    tables.print_rendered(usage_table(report))
 
 
 def heading(report: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from service.cli.options import JsonFlag, print_json
-from service.cli.tables import show, users_table
+from service.cli.tables import print_rendered, users_table
 
 if TYPE_CHECKING:
     from service.store.db import Database
@@ -99,7 +99,7 @@ def list_users(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(listed)
     elif listed:
-        show(users_table(listed))
+        print_rendered(users_table(listed))
     else:
         print("no users")
 

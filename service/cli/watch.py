@@ -40,7 +40,7 @@ def _head(job: dict[str, Any]) -> str:
     return head
 
 
-def _details(job: dict[str, Any]) -> list[str]:
+def _bar_details(job: dict[str, Any]) -> list[str]:
     """Epoch and step, speed, ETA and the latest metrics."""
     p = job["progress"]
     parts = [f"epoch {p['epoch']}/{p['epochs']}"]
@@ -51,7 +51,7 @@ def _details(job: dict[str, Any]) -> list[str]:
     if p.get("eta_s") is not None and job["status"] == "running":
         parts.append(f"ETA {_duration(p['eta_s'])}")
     metrics = job.get("metrics") or {}
-    parts.extend(f"{k}={_number(v)}" for k, v in metrics.items())
+    parts.extend(f"{k}={_metric_or_nan(v)}" for k, v in metrics.items())
     return parts
 
 
@@ -62,7 +62,7 @@ def progress_line(job: dict[str, Any]) -> str:
         return _head(job)
     filled = round(fraction * BAR_WIDTH)
     bar = f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {100 * fraction:3.0f}%"
-    return "  ".join([f"{_head(job)} {bar}", *_details(job)])
+    return "  ".join([f"{_head(job)} {bar}", *_bar_details(job)])
 
 
 def progress_view(job: dict[str, Any]) -> RenderableType:
@@ -84,7 +84,7 @@ def progress_view(job: dict[str, Any]) -> RenderableType:
         ),
         Text(f"{100 * fraction:3.0f}%"),
     )
-    return Group(bar, Text("  " + "  ".join(_details(job))))
+    return Group(bar, Text("  " + "  ".join(_bar_details(job))))
 
 
 def final_line(job: dict[str, Any]) -> str:
@@ -97,7 +97,7 @@ def final_line(job: dict[str, Any]) -> str:
     return text
 
 
-def watch(client: Client, job_id: int, *, as_json: bool, out: TextIO | None = None) -> int:
+def watch_progress(client: Client, job_id: int, *, as_json: bool, out: TextIO | None = None) -> int:
     """Draws the job until it ends; 0 if it succeeded, 1 otherwise."""
     out = out or sys.stdout
     if as_json:
@@ -149,5 +149,5 @@ def _duration(seconds: float) -> str:
     )
 
 
-def _number(value: float | None) -> str:
+def _metric_or_nan(value: float | None) -> str:
     return "nan" if value is None else f"{value:.4g}"

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.cli.options import JsonFlag, client, print_json
+from service.cli.options import JsonFlag, api_client, print_json
 
 
 def webhook(
@@ -35,7 +35,7 @@ def webhook(
         change["url"] = url
     if rotate_secret:
         change["rotate_secret"] = True
-    api = client(ctx)
+    api = api_client(ctx)
     answer = (
         api.json("PUT", "/v1/webhook", json=change) if change else api.json("GET", "/v1/webhook")
     )

@@ -62,7 +62,7 @@ def node_checks(settings: Settings, nodes: int) -> list[Check]:
         shutil.rmtree(folder, ignore_errors=True)
     said = [json.loads(line.removeprefix(MARK)) for line in _marked(done.stdout)]
     words = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    return judge(
+    return checks_from_probe(
         said,
         seen_here,
         nodes=nodes,
@@ -92,7 +92,7 @@ def srun_argv(settings: Settings, nodes: int, python: str, folder: str) -> list[
     ]
 
 
-def judge(
+def checks_from_probe(
     said: list[dict[str, Any]],
     seen_here: dict[int, dict[str, Any] | None],
     *,

@@ -9,6 +9,7 @@ runs the job.
 """
 
 from service.executors.base import (
+    Cluster,
     Executor,
     Exit,
     Launch,
@@ -22,6 +23,7 @@ from service.executors.base import (
 from service.executors.local import LocalExecutor
 
 __all__ = [
+    "Cluster",
     "Executor",
     "Exit",
     "Launch",

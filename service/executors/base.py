@@ -3,7 +3,7 @@
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from gpuq.contract.account import Account
 from gpuq.contract.device_plan import DevicePlan
@@ -43,6 +43,15 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Standby:
+    """A runner started ahead of need, and its warm training process (None: still
+    importing TensorFlow)."""
+
+    runner_pid: int
+    worker_pid: int | None
+
+
+@dataclass(frozen=True)
 class Started:
     #: the id the executor knows the attempt by: the runner's pid, the Slurm job id
     executor_job_id: str
@@ -70,6 +79,15 @@ class Exit:
 
 class Executor(Protocol):
     name: str
+
+    def own_queue(self) -> "QueueingExecutor | None":
+        """This executor as one with a queue of its own (Slurm), to which gpuq hands every
+        admitted job; None where gpuq places jobs itself (this box). The one question the
+        rest of gpuq asks of an executor's kind: the scheduler's steps are chosen by it."""
+
+    def standbys(self) -> list[Standby]:
+        """The runners started ahead of need with a warm training process (none where the
+        executor keeps no warm pool)."""
 
     def open(self, on_exit: Callable[[], None]) -> None:
         """Gets ready to start jobs; calls `on_exit` (from any thread) when one may have
@@ -122,7 +140,13 @@ class Node:
     state: str  #: the executor's word (`idle`, `mixed`, `allocated`, `down`, `drained`...)
 
 
-@runtime_checkable
+class Cluster(Protocol):
+    """The machines of an executor with a queue of its own, as the API lists them."""
+
+    def nodes(self) -> list[Node]:
+        """The machines with GPUs that gpuq's jobs may run on."""
+
+
 class QueueingExecutor(Executor, Protocol):
     """An executor with a queue of its own (Slurm). gpuq hands it every admitted job at
     once (`start`), with its priority, hold and dependencies; the executor decides where

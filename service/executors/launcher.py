@@ -1,6 +1,23 @@
 """The service's end of `worker.launcher`, a pre-started process that forks a runner
 per job in about a millisecond (instead of a fresh interpreter's hundreds) and keeps warm
-training processes ready for builtin jobs."""
+training processes ready for builtin jobs.
+
+Warm workers (`GPUQ_WARM_WORKERS`): the launcher's `warm_pool` forks standby runners
+(`worker/standby.py`). Each makes a session of its own at once and starts `python -P -m
+worker.warm` as its child (a fresh interpreter: nothing that has imported TensorFlow is ever
+forked), which imports TensorFlow, Keras and `worker.train` with `CUDA_VISIBLE_DEVICES=""`
+(`contract.runspec.warm_environment`) and says `ready`. A builtin job's request carries
+`"warm": true`; the launcher hands it to a ready standby (which answers `taken`) or, if none
+is ready or its code is stale, forks a cold runner. The standby then is the job's runner
+exactly as a forked one is (the owner's account, `output.log`, the runner's environment,
+`runner.supervise`), and passes the job to its warm child, which takes the job's
+environment, becomes the owner, and calls `train.main`: the devices and caps are applied
+before TensorFlow first lists devices, as in a cold start. The pool is refilled behind every
+take; a standby that dies while idle is replaced (with a backoff while they cannot start at
+all), all are retired when `code_fingerprint` (the sources of `gpuq`, `service` and
+`worker`, TensorFlow's folder) changes, and they end when the launcher's input ends. The
+launcher reports the pool (`{"pool": [...]}`) for `/metrics`.
+"""
 
 import json
 import logging
@@ -11,13 +28,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuq.contract.account import Account
 from gpuq.contract.processes import LAUNCHER_MODULE
 from gpuq.contract.runspec import warm_environment
+from service.executors.base import Standby
 from service.executors.environment import inherited
 
 log = logging.getLogger(__name__)
@@ -25,15 +42,6 @@ log = logging.getLogger(__name__)
 #: How long a spawn waits for the launcher's answer before giving up on it.
 LAUNCHER_REPLY_S = 10.0
 READ_CHUNK = 65536
-
-
-@dataclass(frozen=True)
-class Standby:
-    """A runner started ahead of need, and its warm training process (None: still
-    importing TensorFlow)."""
-
-    runner_pid: int
-    worker_pid: int | None
 
 
 class Launcher:

@@ -30,8 +30,8 @@ from gpuq.contract import job_files
 from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
 from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
-from service.executors.base import Exit, Launch, LaunchError, Started
-from service.executors.launcher import Launcher, Standby
+from service.executors.base import Exit, Launch, LaunchError, QueueingExecutor, Standby, Started
+from service.executors.launcher import Launcher
 from service.executors.prepare import prepare_run
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,9 @@ class LocalExecutor:
 
     def close(self) -> None:
         self._launcher.stop()
+
+    def own_queue(self) -> QueueingExecutor | None:
+        return None  # gpuq places jobs on this box itself
 
     def run_dir(self, job_id: int, attempt: int) -> RunDir:
         return RunDir.of(self.runs_dir, job_id, attempt)

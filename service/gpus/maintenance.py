@@ -18,7 +18,7 @@ from service.team.audit import record
 RESUME_HINT = "nothing new starts until an admin resumes it (`gpuq admin resume`)"
 
 
-def drain(
+def admin_drain(
     db: Database, gpus: Sequence[int] | None, reason: str | None, actor: str
 ) -> list[DrainPublic]:
     """Drains each of `gpus` (None: the whole box) and returns every drain; draining again
@@ -35,7 +35,7 @@ def drain(
         return drains(session)
 
 
-def resume(db: Database, gpus: Sequence[int] | None, actor: str) -> list[DrainPublic]:
+def admin_resume(db: Database, gpus: Sequence[int] | None, actor: str) -> list[DrainPublic]:
     """Ends the drains of `gpus` (None: every drain, the whole box's too) and returns those
     left. 404 for a GPU this box does not have; a GPU not drained is left as it is."""
     with db.write() as session:

@@ -1,15 +1,7 @@
-"""A GPU's lifecycle: its states and which changes are allowed (the gate is
-`registry.change_state`)."""
+"""A GPU's lifecycle: which changes of its state (`contract.states.GpuState`, a word the
+API shows) are allowed; the gate is `registry.change_state`."""
 
-from enum import StrEnum
-
-
-class GpuState(StrEnum):
-    free = "free"  #: may be placed on (shown as `in_use` while jobs hold allocations)
-    in_use = "in_use"  #: never stored: a free GPU that jobs are placed on
-    draining = "draining"  #: a job ended here; waiting for its processes and memory to go
-    quarantined = "quarantined"  #: they did not go in time; an admin must release it
-
+from gpuq.contract.states import GpuState
 
 #: target state -> the stored states it may be reached from
 ALLOWED_FROM: dict[GpuState, frozenset[GpuState]] = {
@@ -18,3 +10,5 @@ ALLOWED_FROM: dict[GpuState, frozenset[GpuState]] = {
     GpuState.quarantined: frozenset({GpuState.draining}),
     GpuState.in_use: frozenset(),  # derived from allocations, never set
 }
+
+__all__ = ["ALLOWED_FROM", "GpuState"]

@@ -3,14 +3,13 @@
 
 from service.jobs.actions import cancel_job, set_held, set_priority
 from service.jobs.reads import get_job, list_jobs, metric_history, read_job, read_revision
-from service.jobs.submit import Limits, create_job
+from service.jobs.submission import Limits
 from service.jobs.writes import cancel_queued, transition
 
 __all__ = [
     "Limits",
     "cancel_job",
     "cancel_queued",
-    "create_job",
     "get_job",
     "list_jobs",
     "metric_history",

@@ -13,7 +13,7 @@ from service.team.audit import record
 from service.team.users import Caller
 
 
-def _authorize(job: Job, caller: Caller) -> None:
+def _check_may_change_job(job: Job, caller: Caller) -> None:
     if not caller.manages(job.owner):
         raise Forbidden(
             f"job {job.id} belongs to {job.owner}; only its owner or an admin may change it"
@@ -24,7 +24,7 @@ def cancel_job(db: Database, job_id: int, caller: Caller) -> Job:
     """Cancels a queued job at once; asks the scheduler to stop an active one."""
     with db.write() as session:
         job = load(session, job_id)
-        _authorize(job, caller)
+        _check_may_change_job(job, caller)
         if job.status in TERMINAL:
             raise Conflict(f"job {job_id} already ended ({job.status.value})")
         if job.status == JobStatus.queued:
@@ -40,7 +40,7 @@ def set_held(db: Database, job_id: int, caller: Caller, *, held: bool) -> Job:
     """Holds a queued job (it will not start) or releases it; 409 unless queued."""
     with db.write() as session:
         job = load(session, job_id)
-        _authorize(job, caller)
+        _check_may_change_job(job, caller)
         if not writes.record_hold(session, job_id, held):
             raise Conflict(f"job {job_id} is {job.status.value}; only a queued job can be held")
         record(session, caller.name, "hold" if held else "release", f"job/{job_id}")
@@ -51,7 +51,7 @@ def set_priority(db: Database, job_id: int, caller: Caller, priority: int) -> Jo
     """Changes a job's priority: admins freely, owners only downwards."""
     with db.write() as session:
         job = load(session, job_id)
-        _authorize(job, caller)
+        _check_may_change_job(job, caller)
         if job.status in TERMINAL:
             raise Conflict(f"job {job_id} already ended ({job.status.value})")
         old = job.priority

@@ -24,7 +24,7 @@ from service.team.data_access import PathRules, PathUse
 MIN_CAP_ABOVE_HEADROOM_MB = 256
 
 
-def check(
+def check_runnable(
     spec: JobSpec,
     gpus: Sequence[DeviceReading],
     headroom_mb: int,

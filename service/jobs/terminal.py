@@ -45,7 +45,7 @@ def check_attach(job: Job, caller: Caller) -> int:
     return job.runner_pid
 
 
-def connect(run: RunDir, runner_pid: int) -> socket.socket:
+def connect_to_runner(run: RunDir, runner_pid: int) -> socket.socket:
     """A connection to the runner's terminal; `Unavailable` if there is none, or if who
     listens is not the runner (the pid gpuq recorded, as the account the attempt's folder
     was given to)."""

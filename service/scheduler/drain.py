@@ -9,8 +9,8 @@ import logging
 
 from sqlmodel import Session, col, select
 
+from gpuq.contract.states import GpuState
 from service.gpus.registry import change_state
-from service.gpus.states import GpuState
 from service.jobs.writes import JOB
 from service.scheduler.memory import check_drained
 from service.scheduler.running import Books, Running

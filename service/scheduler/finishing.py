@@ -76,7 +76,7 @@ def settle(books: Books) -> None:
     with books.db.write() as session:
         record_launches(session, books.executor.name, launched)
         if found:
-            found = ingest.record(session, found)
+            found = ingest.record_events(session, found)
         said = _finish_all(books, session, ended, tails)
     for job_id in launched:
         books.unrecorded.pop(job_id, None)
@@ -140,7 +140,7 @@ def finish_job(
     """Ends the job as its exit says (or queues it again) and drains its GPUs, in the
     caller's write transaction (`tail`: its log's last `JUDGED_LINES`, of which it keeps
     `LOG_TAIL_LINES`); the outcome, and the seconds until its retry (None: none)."""
-    outcome = judge(exit, job, tail)
+    outcome = judge_exit(exit, job, tail)
     tail = tail[-LOG_TAIL_LINES:]
     memory = running.memory
     writes.record_utilisation(session, running.job_id, memory.util_avg_pct, memory.util_samples)
@@ -169,7 +169,7 @@ def finish_job(
     return outcome, retry_in
 
 
-def judge(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
+def judge_exit(exit: Exit, job: JobRow, tail: list[str]) -> Outcome:
     """How the job ended: the runner's record, unless the executor knows better (Slurm ended
     it at its limit, its node failed, it was preempted) and gpuq neither stopped it itself
     nor saw it succeed. A record that breaks the contract (`run_records.ExitRecord`: the

@@ -10,6 +10,7 @@ reason for the ones that wait, and takes back those gpuq ended while they waited
 
 import logging
 from collections import Counter
+from dataclasses import dataclass, field
 
 from sqlmodel import col, or_, select
 
@@ -18,9 +19,11 @@ from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
 from service.executors import LaunchError, QueueingExecutor
 from service.gpus import maintenance
 from service.jobs import writes
+from service.public import DrainPublic
+from service.scheduler.readiness import failed_dependency, not_yet
 from service.scheduler.running import Books, MemoryRecord, Running
-from service.scheduler.snapshot import failed_dependency, max_parallel, not_yet
-from service.scheduler.starting import device_plan, launch, new_launch
+from service.scheduler.snapshot import max_parallel
+from service.scheduler.starting import device_plan, hand_to_executor, new_launch
 from service.store.db import utcnow
 from service.store.tables import Job
 from service.team.audit import record
@@ -59,8 +62,36 @@ def _doom(books: Books, executor: QueueingExecutor, job_id: int, why: str) -> No
     books.running.pop(job_id, None)
 
 
-def hand_over(books: Books, executor: QueueingExecutor) -> None:
-    """Hands the executor every queued job that gpuq's own rules let go."""
+@dataclass
+class _Held:
+    """What the owners and sweeps already have with the executor or running, which
+    `max_gpus_running` and `max_parallel` count against."""
+
+    gpus: Counter[str] = field(default_factory=Counter)  #: owner → GPUs
+    members: Counter[int] = field(default_factory=Counter)  #: sweep → members
+    parallel: dict[int, int] = field(default_factory=dict)  #: sweep → its max_parallel
+
+    def over(self, job: Job, limit: int | None) -> str | None:
+        """Why handing `job` over now would pass its owner's or its sweep's limit."""
+        if limit is not None and self.gpus[job.owner] + job.gpu_count > limit:
+            return (
+                f"over quota: {job.owner} already has {self.gpus[job.owner]} GPU(s) with "
+                f"Slurm and may have {limit} (max_gpus_running)"
+            )
+        most = self.parallel.get(job.sweep_id) if job.sweep_id is not None else None
+        if job.sweep_id is not None and most is not None and self.members[job.sweep_id] >= most:
+            return f"sweep {job.sweep_id} already has {most} member(s) with Slurm, its max_parallel"
+        return None
+
+    def add(self, job: Job) -> None:
+        self.gpus[job.owner] += job.gpu_count
+        if job.sweep_id is not None:
+            self.members[job.sweep_id] += 1
+
+
+def _unhanded(books: Books) -> tuple[list[Job], _Held, DrainPublic | None]:
+    """The queued jobs not handed over yet, in priority order; what is held already; and
+    the drain of the whole box, if any."""
     with books.db.read() as session:
         queued = list(
             session.exec(
@@ -70,7 +101,7 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
             )
         )
         if not queued:
-            return
+            return [], _Held(), None
         holding = session.exec(
             select(Job.owner, Job.gpu_count, Job.sweep_id).where(
                 or_(
@@ -81,13 +112,19 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
         ).all()
         box = next((d for d in maintenance.drains(session) if d.gpu is None), None)
         sweeps = {job.sweep_id for job in queued if job.sweep_id is not None}
-        parallel = max_parallel(session.connection(), sweeps) if sweeps else {}
-    gpus_held = Counter[str]()
-    members = Counter[int]()  # sweep → its members handed over or running
+        held = _Held(parallel=max_parallel(session.connection(), sweeps) if sweeps else {})
     for owner, count, sweep_id in holding:
-        gpus_held[owner] += count
+        held.gpus[owner] += count
         if sweep_id is not None:
-            members[sweep_id] += 1
+            held.members[sweep_id] += 1
+    return queued, held, box
+
+
+def hand_over(books: Books, executor: QueueingExecutor) -> None:
+    """Hands the executor every queued job that gpuq's own rules let go."""
+    queued, held, box = _unhanded(books)
+    if not queued:
+        return
     dependencies = _dependencies(books, queued)
     limit = books.settings.max_gpus_running
     now = utcnow()
@@ -109,23 +146,10 @@ def hand_over(books: Books, executor: QueueingExecutor) -> None:
         after = _after(job, dependencies)
         if after is None:
             reasons[job.id] = "waiting for the jobs it depends on to be handed to Slurm"
-            continue
-        if limit is not None and gpus_held[job.owner] + job.gpu_count > limit:
-            reasons[job.id] = (
-                f"over quota: {job.owner} already has {gpus_held[job.owner]} GPU(s) with "
-                f"Slurm and may have {limit} (max_gpus_running)"
-            )
-            continue
-        most = parallel.get(job.sweep_id) if job.sweep_id is not None else None
-        if job.sweep_id is not None and most is not None and members[job.sweep_id] >= most:
-            reasons[job.id] = (
-                f"sweep {job.sweep_id} already has {most} member(s) with Slurm, its max_parallel"
-            )
-            continue
-        if _hand(books, executor, job, after):
-            gpus_held[job.owner] += job.gpu_count
-            if job.sweep_id is not None:
-                members[job.sweep_id] += 1
+        elif (over := held.over(job, limit)) is not None:
+            reasons[job.id] = over
+        elif _hand(books, executor, job, after):
+            held.add(job)
     _record_waits(books, {i: (why, None) for i, why in reasons.items()}, queued)
 
 
@@ -154,7 +178,7 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
     )
     try:
         # Outside any write transaction: sbatch may take seconds.
-        started = launch(books, executor, attempt_launch, job.owner, job.unix_user)
+        started = hand_to_executor(books, executor, attempt_launch, job.owner, job.unix_user)
     except LaunchError as exc:
         log.error("job %d: %s", job.id, exc)
         with books.db.write() as session:

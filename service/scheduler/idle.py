@@ -41,7 +41,7 @@ def _check(books: Books, running: Running, now: float) -> None:
         elif settings.idle_kill_after_s and now - activity.idle_since >= (
             settings.idle_kill_after_s
         ):
-            _stop(books, running, now)
+            _stop_idle(books, running, now)
         return
     quiet = now - activity.last_step
     if now - activity.since < settings.idle_grace_s or quiet < settings.idle_after_s:
@@ -90,7 +90,7 @@ def _trains_again(books: Books, running: Running) -> None:
         writes.record_idle(session, running.job_id, None)
 
 
-def _stop(books: Books, running: Running, now: float) -> None:
+def _stop_idle(books: Books, running: Running, now: float) -> None:
     quiet = now - running.activity.last_step
     words = _idle_words(running, quiet)
     log.warning("job %d: %s; stopping it (GPUQ_IDLE_KILL_AFTER_S)", running.job_id, words)

@@ -77,7 +77,7 @@ class Digest:
     problem: str = ""  #: what is wrong with the first of them
 
 
-def digest(events: list[Any]) -> Digest:
+def digest_events(events: list[Any]) -> Digest:
     """What `events` (parsed lines) change on their job, and the metrics to record; a line
     that breaks the contract (`event_records`) is skipped and counted, the others count."""
     found = Digest()
@@ -89,21 +89,21 @@ def digest(events: list[Any]) -> Digest:
             found.skipped += 1
             found.problem = found.problem or _problem(exc)
             continue
-        if isinstance(event, event_records.Started):
+        if isinstance(event, event_records.StartedRecord):
             values["num_replicas"] = event.num_replicas
-        elif isinstance(event, event_records.Nodes):
+        elif isinstance(event, event_records.NodesRecord):
             values["nodes"] = [n.model_dump() for n in event.nodes]
-        elif isinstance(event, event_records.Running):
+        elif isinstance(event, event_records.RunningRecord):
             found.began_training = True
-        elif isinstance(event, event_records.Step):
+        elif isinstance(event, event_records.StepRecord):
             found.began_training = found.trained = True
             progress = event.progress
             values["progress"] = progress.model_dump(exclude_unset=True) if progress else {}
             recorded = event.metrics or {}
             values["metrics"] = recorded
-            step = 0 if isinstance(event, event_records.Epoch) else event.step or 0
+            step = 0 if isinstance(event, event_records.EpochRecord) else event.step or 0
             metrics.append((event.epoch or 0, step, recorded))
-        elif isinstance(event, event_records.Failed):
+        elif isinstance(event, event_records.FailedRecord):
             # The worker's own words on how it ended; `outcome.classify` uses them once the
             # exit is reaped.
             values["message"] = event.message[:1000]
@@ -135,7 +135,7 @@ def new_events(running: Running) -> tuple[Digest, int] | None:
     events, end = read_events(path, running.offset)
     if end == running.offset:
         return None
-    found = digest(events)
+    found = digest_events(events)
     if found.skipped:
         log.warning(
             "job %d: skipped %d line(s) of its events.jsonl that break the contract; the "
@@ -164,7 +164,7 @@ _STATES = select(JOB.c.id, JOB.c.attempt, JOB.c.status, JOB.c.stop_reason).where
 )
 
 
-def record(session: Session, found: Found) -> Found:
+def record_events(session: Session, found: Found) -> Found:
     """Records each job's digest and new offset in the caller's write transaction; a
     `starting` job whose training began becomes `running`. A job whose record fails is
     logged and its events are passed over (`advance` moves on all the same), so they do not

@@ -2,25 +2,20 @@
 start now and record why and where every other queued job waits, all in one write
 transaction, then launch what it claimed (`starting.batch`). Also the dry run."""
 
-import threading
 import time
 from typing import Any
 
 from sqlmodel import Session
 
-from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import Reason
 from service.jobs import writes
-from service.public import Preview, VictimPublic
 from service.scheduler import preempt, snapshot
 from service.scheduler.ended_usage import EndedUsage
-from service.scheduler.placement import order
-from service.scheduler.preemption import Candidate
-from service.scheduler.queued import PREVIEW_ID, QueueReader, request_for_spec
+from service.scheduler.queued import QueueReader
 from service.scheduler.replan import Replan
 from service.scheduler.running import Books
 from service.scheduler.starting import batch
-from service.store.db import utcnow
+from service.scheduler.victim_choice import Candidate
 from service.team.audit import record
 from service.team.users import SCHEDULER
 
@@ -38,35 +33,21 @@ class Placer:
         half_life_s = books.settings.fair_share_half_life_s
         self._queue = QueueReader()  #: the plan's own
         self._ended = EndedUsage(half_life_s)  #: the same, for fair share's ended jobs
-        #: The dry runs' (API threads, one at a time) keep theirs too: read afresh, 10,000
-        #: queued jobs cost a dry run 230 ms, and 100,000 ended ones a second.
-        self._preview_queue = QueueReader()
-        self._preview_ended = EndedUsage(half_life_s)
-        self._previewing = threading.Lock()
 
-    def _snapshot(
-        self,
-        *,
-        skip_if_idle: bool = False,
-        reader: QueueReader | None = None,
-        ended: EndedUsage | None = None,
-        active: snapshot.Active | None = None,
-        within: Session | None = None,
-    ) -> snapshot.Snapshot | None:
+    def _snapshot(self, within: Session) -> snapshot.Snapshot | None:
+        """What planning needs, with what runs as this process knows it (it runs the jobs);
+        None if nothing is queued."""
         books = self.books
-        if active is None:  # this process runs the jobs: it knows them
-            running = list(books.running.values())
-            cpu_jobs = sum(not r.gpus for r in running)
-            active = snapshot.Active(len(running), cpu_jobs, set(books.executor.job_sessions()))
+        cpu_jobs = sum(not r.gpus for r in books.running.values())
         return snapshot.take(
             books.db,
             books.gpus,
             books.settings,
-            cpu_busy=active.cpu_jobs,
-            job_sessions=active.sessions,
-            skip_if_idle=skip_if_idle,
-            reader=reader,
-            ended=ended,
+            cpu_busy=cpu_jobs,
+            job_sessions=set(books.executor.job_sessions()),
+            skip_if_idle=True,
+            reader=self._queue,
+            ended=self._ended,
             within=within,
         )
 
@@ -83,9 +64,7 @@ class Placer:
             seen = self._replan.due(session.connection(), running)
             if seen is None:
                 return
-            snap = self._snapshot(
-                skip_if_idle=True, reader=self._queue, ended=self._ended, within=session
-            )
+            snap = self._snapshot(session)
         self._replan.planned(seen, running, [] if snap is None else snap.falls_due)
         if snap is None:
             return
@@ -126,43 +105,6 @@ class Placer:
             values = {c["job_id"]: (c["why"], c["position"]) for c in changes}
             self._queue.wrote(values, before, before + len(changes))
         preempt.stop_victims(self.books, head, stopped)
-
-    def preview(self, spec: JobSpec, owner: str, active: snapshot.Active | None = None) -> Preview:
-        """Where `spec` would start if `owner` submitted it now, or why it would wait.
-        `active`: what runs, where another process runs the jobs (`snapshot.active`)."""
-        with self._previewing:
-            snap = self._snapshot(
-                reader=self._preview_queue, ended=self._preview_ended, active=active
-            )
-        assert snap is not None  # only an idle-skipping snapshot is ever None
-        inputs = snap.inputs
-        inputs.queue.append(request_for_spec(PREVIEW_ID, spec, owner))
-        ahead = [r.job_id for r in order(inputs.queue, inputs.usage)].index(PREVIEW_ID)
-        placed = None
-        why = snapshot.not_yet(spec.not_before, utcnow()) or snap.drained
-        victims: tuple[Candidate, ...] = ()
-        if why is None:
-            result = inputs.plan()
-            placed = next((p for p in result.placements if p.job_id == PREVIEW_ID), None)
-            why = result.waiting.get(PREVIEW_ID)
-            if result.head is not None and result.head.job_id == PREVIEW_ID:
-                victims = preempt.preview(self.books, inputs, result.head)
-        if victims:
-            why = f"would preempt {preempt.listed(victims)} and start once "
-            why += f"{preempt.they(victims)} stopped"
-        return Preview(
-            would_start=placed is not None,
-            assigned_gpus=list(placed.gpu_indices) if placed else [],
-            memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
-            wait_reason=why,
-            jobs_ahead=ahead,
-            would_preempt=[
-                VictimPublic(
-                    job_id=v.job_id, owner=v.owner, priority=v.priority, loses_s=round(v.lost_s)
-                )
-                for v in victims
-            ],
-        )
 
 
 def _changes(

@@ -9,17 +9,16 @@ its owner's `max_gpus_running`, or a sweep member past its sweep's `max_parallel
 without holding anyone up. CPU-only jobs
 (`gpus: 0`) need no GPU and only wait for a CPU slot.
 
-Shared jobs go best fit (the fullest GPUs that still fit). A multi-GPU job gets the set of
-GPUs whose farthest pair is closest in the NVML topology (NVLink, then the same PCIe
-switch, ...), since MirroredStrategy all-reduces between every pair each step.
+Which GPUs a job that can start gets (best fit, the closest set in the topology) is
+`gpu_choice`'s to say.
 """
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from service.scheduler.gpu_choice import Topology, choose
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
 
 
@@ -58,14 +57,6 @@ class Reservation:
     gpus: tuple[int, ...] | None
 
 
-#: How many GPU sets a multi-GPU job may weigh; past this, the best-fit set is taken.
-MAX_SETS = 5000
-#: Topology level assumed for a pair NVML did not describe.
-FAR = 1000
-
-Topology = Mapping[tuple[int, int], int]
-
-
 @dataclass
 class Plan:
     placements: list[Placement] = field(default_factory=list)
@@ -94,32 +85,6 @@ def order(queue: Sequence[Request], usage: Mapping[str, float] | None = None) ->
 ID_SPAN = 2**64
 _OWNER = attrgetter("owner")
 _RANK = attrgetter("rank")
-
-
-def spread(gpus: Sequence[int], topology: Topology) -> int:
-    """The topology level of the farthest pair in `gpus` (0 for a single GPU)."""
-    return max(
-        (topology.get((min(a, b), max(a, b)), FAR) for a, b in itertools.combinations(gpus, 2)),
-        default=0,
-    )
-
-
-def choose(occupancy: Occupancy, request: Request, topology: Topology) -> tuple[int, ...] | None:
-    if request.gpu_ids is not None:
-        ok = all(occupancy.fits(i, request.memory_mb) for i in request.gpu_ids)
-        return tuple(request.gpu_ids) if ok else None
-    candidates = [i for i in sorted(occupancy.gpus) if occupancy.fits(i, request.memory_mb)]
-    if len(candidates) < request.gpus:
-        return None
-    if request.memory_mb is not None:
-        # Best fit: the fullest GPUs that still fit, keeping emptier ones whole for big jobs.
-        candidates.sort(key=lambda i: (occupancy.free_mb(i), i))
-    chosen = tuple(candidates[: request.gpus])
-    if request.gpus > 1 and topology and len(candidates) > request.gpus:
-        # Sets come in best-fit order, so the first of the closest sets is also the best fit.
-        sets = itertools.islice(itertools.combinations(candidates, request.gpus), MAX_SETS)
-        chosen = min(sets, key=lambda s: spread(s, topology))
-    return tuple(sorted(chosen))
 
 
 def _wait_reason(occupancy: Occupancy, request: Request) -> str:
@@ -165,6 +130,76 @@ def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
     return bool(set(chosen) & set(head.gpus))
 
 
+Shape = tuple[int, int | None, tuple[int, ...] | None]  #: GPUs, memory, GPU ids asked
+
+
+class _Planning:
+    """What one `plan` keeps as it goes down the queue: the GPUs, the slots and the counts
+    its placements change, and the plan so far."""
+
+    def __init__(
+        self,
+        gpus: Sequence[GpuSlot],
+        allocations: Sequence[Claim],
+        cpu_slots: int,
+        running_gpus: Mapping[str, int] | None,
+        sweep_running: Mapping[int, int] | None,
+    ) -> None:
+        self.occupancy = Occupancy(gpus, allocations)
+        self.cpu_slots = cpu_slots
+        #: owner → GPUs held, this plan's placements included
+        self.owners = dict(running_gpus or {})
+        #: sweep → members running, this plan's placements included
+        self.members = dict(sweep_running or {})
+        self.result = Plan()
+        #: shapes that fit nowhere as the GPUs are now: a long queue asks the same few
+        #: shapes again and again, and only a placement changes the answer
+        self.unplaceable: set[Shape] = set()
+
+    def start_cpu_job(self, request: Request) -> None:
+        """Starts a CPU-only job if a CPU slot is left, else says it waits for one."""
+        if self.cpu_slots > 0:
+            self.cpu_slots -= 1
+            self._count(request, Placement(request.job_id, (), None))
+        else:
+            self.result.waiting[request.job_id] = "waiting for a CPU job slot"
+
+    def start(
+        self, request: Request, chosen: tuple[int, ...], ends_at: float | None, backfill: bool
+    ) -> None:
+        """Places a GPU job on `chosen` until `ends_at`."""
+        self.occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
+        self.unplaceable.clear()
+        self.owners[request.owner] = self.owners.get(request.owner, 0) + request.gpus
+        placement = Placement(request.job_id, chosen, request.memory_mb, backfill=backfill)
+        self._count(request, placement)
+
+    def _count(self, request: Request, placement: Placement) -> None:
+        if request.sweep_id is not None:
+            self.members[request.sweep_id] = self.members.get(request.sweep_id, 0) + 1
+        self.result.placements.append(placement)
+
+
+def _sweep_full(sweep: int, running: int) -> str:
+    return f"sweep {sweep} already runs {running} member(s), its max_parallel"
+
+
+def _over_quota(request: Request, held: int, max_gpus_running: int) -> str:
+    return (
+        f"over quota: {request.owner} already runs {held} GPU(s) and may run "
+        f"{max_gpus_running} (max_gpus_running)"
+    )
+
+
+def _must_wait(chosen: tuple[int, ...], ends_at: float | None, head: Reservation) -> str | None:
+    """Why a job that fits now on `chosen` may not start ahead of the head; None if it may."""
+    if ends_at is None:
+        return "which starts first (a job with a time_limit_s could use idle GPUs meanwhile)"
+    if _delays(chosen, ends_at, head):
+        return "which starts first; this job could delay it"
+    return None
+
+
 def plan(
     queue: Sequence[Request],
     gpus: Sequence[GpuSlot],
@@ -187,39 +222,25 @@ def plan(
     `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, and
     `sweep_running` (sweep → members running) against `sweep_limits` (its `max_parallel`).
     """
-    topology = topology or {}
-    occupancy = Occupancy(gpus, allocations)
-    owners = dict(running_gpus or {})
-    limits = sweep_limits or {}
-    members = dict(sweep_running or {})
-    result = Plan()
+    topology, limits = topology or {}, sweep_limits or {}
+    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running)
+    # The loop runs for every queued job: what it reads often is bound here, and each job
+    # costs no call past `choose` until it starts or is the head.
+    occupancy, owners, members = planning.occupancy, planning.owners, planning.members
+    result, waiting, unplaceable = planning.result, planning.result.waiting, planning.unplaceable
     head: Request | None = None
-    reservation = Reservation(math.inf, None)
-    # Shapes that fit nowhere as the GPUs are now: a long queue asks the same few
-    # shapes again and again, and only a placement changes the answer.
-    unplaceable: set[tuple[int, int | None, tuple[int, ...] | None]] = set()
+    reserved = Reservation(math.inf, None)
     for request in order(queue, usage):
         sweep = request.sweep_id
         if sweep is not None and sweep in limits and members.get(sweep, 0) >= limits[sweep]:
-            result.waiting[request.job_id] = (
-                f"sweep {sweep} already runs {members[sweep]} member(s), its max_parallel"
-            )
+            waiting[request.job_id] = _sweep_full(sweep, members[sweep])
             continue
         if request.gpus == 0:
-            if cpu_slots > 0:
-                cpu_slots -= 1
-                result.placements.append(Placement(request.job_id, (), None))
-                if sweep is not None:
-                    members[sweep] = members.get(sweep, 0) + 1
-            else:
-                result.waiting[request.job_id] = "waiting for a CPU job slot"
+            planning.start_cpu_job(request)
             continue
         held = owners.get(request.owner, 0)
         if max_gpus_running is not None and held + request.gpus > max_gpus_running:
-            result.waiting[request.job_id] = (
-                f"over quota: {request.owner} already runs {held} GPU(s) and may run "
-                f"{max_gpus_running} (max_gpus_running)"
-            )
+            waiting[request.job_id] = _over_quota(request, held, max_gpus_running)
             continue
         shape = (request.gpus, request.memory_mb, request.gpu_ids)
         chosen = None if shape in unplaceable else choose(occupancy, request, topology)
@@ -227,30 +248,17 @@ def plan(
             unplaceable.add(shape)
         ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
         if head is not None:
-            why = None
-            if chosen is None:
-                why = "which starts first"
-            elif ends_at is None:
-                why = "which starts first (a job with a time_limit_s could use idle GPUs meanwhile)"
-            elif _delays(chosen, ends_at, reservation):
-                why = "which starts first; this job could delay it"
+            why = "which starts first" if chosen is None else _must_wait(chosen, ends_at, reserved)
             if why is not None:
-                result.waiting[request.job_id] = f"waiting behind job {head.job_id}, {why}"
+                waiting[request.job_id] = f"waiting behind job {head.job_id}, {why}"
                 continue
         elif chosen is None:
             head = result.head = request
-            reservation = _reserve(occupancy, request, topology)
-            result.waiting[request.job_id] = _wait_reason(occupancy, request)
+            reserved = _reserve(occupancy, request, topology)
+            waiting[request.job_id] = _wait_reason(occupancy, request)
             continue
         assert chosen is not None
-        occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
-        unplaceable.clear()
-        owners[request.owner] = held + request.gpus
-        if sweep is not None:
-            members[sweep] = members.get(sweep, 0) + 1
-        result.placements.append(
-            Placement(request.job_id, chosen, request.memory_mb, backfill=head is not None)
-        )
+        planning.start(request, chosen, ends_at, backfill=head is not None)
     return result
 
 

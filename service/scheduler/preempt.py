@@ -1,6 +1,6 @@
 """Preemption as the `place` step does it (`GPUQ_PREEMPT=priority`): when the first job
 that cannot start (the plan's head) could start on GPUs that lower-priority running jobs
-hold, the cheapest of them (`preemption.victims`) get SIGTERM, as a cancel would, and the
+hold, the cheapest of them (`victim_choice.victims`) get SIGTERM, as a cancel would, and the
 head waits with a reason that names them. Each victim saves and exits; `finishing` queues it
 again to resume (reason `preempted`, no retry counted), and the next plan starts the head
 on the GPUs it gave back. While any victim is still stopping nothing more is preempted.
@@ -20,9 +20,10 @@ from gpuq.contract.spec import may_be_preempted
 from gpuq.contract.states import ACTIVE, Reason
 from service.jobs.writes import JOB
 from service.scheduler.placement import PlanInputs, Request
-from service.scheduler.preemption import Candidate, Rules, eligible, victims
 from service.scheduler.running import Books
+from service.scheduler.victim_choice import Candidate, Rules, eligible, victims
 from service.settings import Settings
+from service.store.db import Database
 from service.usage.ledger import last_epoch_at
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def rules(settings: Settings) -> Rules | None:
 
 
 #: What preemption weighs of each running job (built once: building costs more than running)
-_RUNNING = select(
+_ACTIVE = select(
     JOB.c.id,
     JOB.c.owner,
     JOB.c.priority,
@@ -58,15 +59,20 @@ _RUNNING = select(
     JOB.c.stop_sent_at,
     JOB.c.stop_reason,
     last_epoch_at(JOB.c.id, JOB.c.attempt).label("checkpoint_at"),
-).where(JOB.c.id.in_(bindparam("ids", expanding=True)), JOB.c.status.in_(ACTIVE))
+).where(JOB.c.status.in_(ACTIVE))
+#: the same, of the jobs this scheduler runs
+_RUNNING = _ACTIVE.where(JOB.c.id.in_(bindparam("ids", expanding=True)))
 
 
-def running_jobs(books: Books) -> list[Any]:
-    """The jobs running here, as preemption weighs them."""
-    if not books.running:
+def running_jobs(db: Database, ids: list[int] | None = None) -> list[Any]:
+    """The jobs running here, as preemption weighs them: `ids`, or (None) every job the
+    database has as starting or running."""
+    if ids == []:
         return []
-    with books.db.read() as session:
-        return list(session.connection().execute(_RUNNING, {"ids": list(books.running)}).all())
+    with db.read() as session:
+        if ids is None:
+            return list(session.connection().execute(_ACTIVE).all())
+        return list(session.connection().execute(_RUNNING, {"ids": ids}).all())
 
 
 def candidates(jobs: list[Any], rule: Rules, now: float) -> list[Candidate]:
@@ -92,7 +98,7 @@ def consider(books: Books, inputs: PlanInputs, head: Request | None) -> Preempti
     rule = rules(books.settings)
     if rule is None or head is None:
         return None
-    jobs = running_jobs(books)
+    jobs = running_jobs(books.db, list(books.running))
     stopping = [j.id for j in jobs if j.stop_reason == Reason.preempted]
     if stopping:
         mine = [j.id for j in jobs if j.id in stopping and j.preempted_by == head.job_id]
@@ -108,12 +114,15 @@ def consider(books: Books, inputs: PlanInputs, head: Request | None) -> Preempti
     return Preemption(head.job_id, why, victims=chosen)
 
 
-def preview(books: Books, inputs: PlanInputs, head: Request) -> tuple[Candidate, ...]:
-    """The jobs `head` would preempt now, for the dry run (none while others still stop)."""
-    rule = rules(books.settings)
+def preview(
+    settings: Settings, db: Database, inputs: PlanInputs, head: Request
+) -> tuple[Candidate, ...]:
+    """The jobs `head` would preempt now, for the dry run (none while others still stop),
+    from what the database has running."""
+    rule = rules(settings)
     if rule is None:
         return ()
-    jobs = running_jobs(books)
+    jobs = running_jobs(db)
     if any(j.stop_reason == Reason.preempted for j in jobs):
         return ()
     return _cheapest(inputs, head, jobs, rule)

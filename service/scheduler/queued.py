@@ -202,7 +202,7 @@ class QueueReader:
         self._revs.pop(job_id, None)
 
     def _read_rows(self, connection: Connection, ids: list[int]) -> None:
-        for chunk in _chunks(ids):
+        for chunk in _id_chunks(ids):
             for row in connection.execute(_rows(), {"ids": chunk}):
                 self._jobs[row[0]] = QueuedJob.from_row(row)
                 self._revs[row[0]] = row[-1]
@@ -245,7 +245,7 @@ def _changed() -> Select[Any]:
     return select(ids, col(Job.rev), col(Job.status)).where(col(Job.rev) > bindparam("seen"))
 
 
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
+def _id_chunks(ids: list[int]) -> Iterator[list[int]]:
     for start in range(0, len(ids), CHUNK):
         yield ids[start : start + CHUNK]
 

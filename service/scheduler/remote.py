@@ -31,9 +31,6 @@ from multiprocessing.connection import Connection
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuq.contract.spec import JobSpec
-from service.public import Preview
-from service.scheduler.loop import Scheduler
 from service.settings import Settings
 from service.store.db import Database
 
@@ -61,13 +58,11 @@ class SchedulerFailed(RuntimeError):
 
 
 class SchedulerProcess:
-    """The scheduler's process, as the API's process sees it: the calls `Service` makes
-    of a scheduler."""
+    """The scheduler's process, as the API's process sees it: what `Service` asks of a
+    scheduler (wake, alive, stop, metrics)."""
 
-    def __init__(self, db: Database, planner: Scheduler) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        #: never started: it answers dry runs from what the database says runs
-        self._planner = planner
         self._proc: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
         self._conn: Connection | None = None  #: messages over a copy of `_socket`
@@ -143,16 +138,6 @@ class SchedulerProcess:
             log.error("the scheduler's process did not stop within %g s; killed", STOP_WAIT_S)
             proc.kill()
             proc.wait()
-
-    def preview(self, spec: JobSpec, owner: str) -> Preview:
-        return self._planner.preview(spec, owner)
-
-    def job_sessions(self) -> set[int]:
-        return self._planner.job_sessions()
-
-    @property
-    def running_jobs(self) -> int:
-        return self._planner.running_jobs
 
     def metrics(self) -> Iterator[Metric]:
         """The scheduler's own metrics, asked of its process; none if it does not answer."""

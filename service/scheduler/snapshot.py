@@ -2,27 +2,27 @@
 GPUs an admin drained, and why some queued jobs cannot be considered at all (held, waiting
 on a retry, a dependency or their `not_before`, or the whole box drained)."""
 
-import math
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection, Select, Table, func, select
 from sqlmodel import Session, col
 
-from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus, Reason
+from gpuq.contract.states import ACTIVE, GpuState
 from service.gpus import maintenance
-from service.gpus.registry import GpuRegistry, unavailable
-from service.gpus.states import GpuState
+from service.gpus.registry import GpuRegistry, StoredGpu, unavailable
 from service.jobs.writes import JOB, JobRow
+from service.public import DrainPublic
 from service.scheduler.ended_usage import EndedUsage
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
 from service.scheduler.queued import QueuedJob, QueueReader
+from service.scheduler.readiness import Dependency, failed_dependency, not_considered
 from service.settings import Settings
 from service.store.db import Database, utcnow
 from service.store.tables import Job, Sweep
@@ -69,6 +69,23 @@ def active(db: Database) -> Active:
     return Active(len(rows), sum(gpus == 0 for gpus, _ in rows), {pid for _, pid in rows if pid})
 
 
+@dataclass
+class _Read:
+    """What `take` reads in its read transaction."""
+
+    queued: dict[int, QueuedJob]
+    others: list[QueuedJob]  #: the queued jobs that wait for more than room (not `plain`)
+    used: dict[str, float]  #: owner → decayed GPU-seconds of the jobs that ended
+    active: dict[int, JobRow]  #: the GPU jobs that run
+    #: the jobs that `others` depend on
+    dependencies: dict[int | None, Dependency]
+    stored: list[StoredGpu]  #: the GPUs present
+    allocations: list[JobRow]  #: `job_id`, `gpu_index`, `memory_mb`
+    drains: dict[int | None, DrainPublic]  #: GPU (None: the whole box) → its drain
+    sweep_limits: dict[int, int]
+    sweep_running: dict[int, int]
+
+
 def take(
     db: Database,
     gpus: GpuRegistry,
@@ -92,22 +109,66 @@ def take(
         queued = (reader or QueueReader()).read(session.connection())
         if skip_if_idle and not queued:
             return None
-        connection = session.connection()
-        used = (ended or EndedUsage(settings.fair_share_half_life_s)).read(connection, now)
-        active = {j.id: j for j in connection.execute(_active())}
-        others = [j for j in queued.values() if not j.plain]
-        needed = {d for j in others for d in j.depends_on}
-        dependencies: dict[int | None, Dependency] = (
-            {j.id: j for j in connection.execute(_dependencies(needed))} if needed else {}
-        )
-        stored, allocations = gpus.load(session)
-        drains = {d.gpu: d for d in maintenance.drains(session)}
-        sweeps = {j.sweep_id for j in others if j.sweep_id is not None}
-        sweep_limits, sweep_running = _sweeps(connection, sweeps) if sweeps else ({}, {})
-    foreign = gpus.foreign_mb(job_sessions)
+        half_life_s = settings.fair_share_half_life_s
+        read = _read_inputs(session, gpus, queued, ended or EndedUsage(half_life_s), now)
+    usage = _usage(read, now, half_life_s)
+    snapshot = Snapshot(
+        queued=queued,
+        inputs=PlanInputs(
+            queue=[],
+            gpus=_slots(read, gpus.foreign_mb(job_sessions)),
+            allocations=_claims(read, settings.cancel_grace_s),
+            cpu_slots=settings.max_cpu_jobs - cpu_busy,
+            topology=gpus.inventory.topology,
+            now=now,
+            grace_s=settings.cancel_grace_s,
+            usage=usage,
+            running_gpus=_running_gpus(read),
+            max_gpus_running=settings.max_gpus_running,
+            sweep_limits=read.sweep_limits,
+            sweep_running=read.sweep_running,
+        ),
+        drained=maintenance.box_reason(read.drains[None], now_dt) if None in read.drains else None,
+    )
+    _sort_out(snapshot, read, now_dt)
+    return snapshot
+
+
+def _read_inputs(
+    session: Session, gpus: GpuRegistry, queued: dict[int, QueuedJob], ended: EndedUsage, now: float
+) -> _Read:
+    """Everything but the queue that planning reads, in the caller's read transaction."""
+    connection = session.connection()
+    used = ended.read(connection, now)
+    active = {j.id: j for j in connection.execute(_active())}
+    others = [j for j in queued.values() if not j.plain]
+    needed = {d for j in others for d in j.depends_on}
+    dependencies: dict[int | None, Dependency] = (
+        {j.id: j for j in connection.execute(_dependency_states(needed))} if needed else {}
+    )
+    stored, allocations = gpus.load(session)
+    drains = {d.gpu: d for d in maintenance.drains(session)}
+    sweeps = {j.sweep_id for j in others if j.sweep_id is not None}
+    sweep_limits, sweep_running = _sweeps(connection, sweeps) if sweeps else ({}, {})
+    return _Read(
+        queued,
+        others,
+        used,
+        active,
+        dependencies,
+        stored,
+        allocations,
+        drains,
+        sweep_limits,
+        sweep_running,
+    )
+
+
+def _slots(read: _Read, foreign: Mapping[int, int]) -> list[GpuSlot]:
+    """The GPUs as planning weighs them: memory, what others hold, why one takes no job."""
     slots = []
-    for g in stored:
-        drained = maintenance.gpu_reason(drains.get(g.index))
+    for g in read.stored:
+        drained = maintenance.gpu_reason(read.drains.get(g.index))
         slots.append(
             GpuSlot(
                 g.index,
@@ -117,42 +178,47 @@ def take(
                 draining=g.state == GpuState.draining and drained is None,
             )
         )
-    ends = {job_id: _ends_at(j, settings.cancel_grace_s) for job_id, j in active.items()}
-    claims = [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in allocations]
+    return slots
+
+
+def _claims(read: _Read, grace_s: float) -> list[Claim]:
+    """Who holds what, and until when at the latest (time limit plus grace)."""
+    ends = {job_id: _ends_at(j, grace_s) for job_id, j in read.active.items()}
+    return [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in read.allocations]
+
+
+def _running_gpus(read: _Read) -> dict[str, int]:
+    """owner → the GPUs their running jobs hold."""
     running: dict[str, int] = {}
-    for j in active.values():
+    for j in read.active.values():
         running[j.owner] = running.get(j.owner, 0) + j.gpu_count
+    return running
+
+
+def _usage(read: _Read, now: float, half_life_s: float) -> dict[str, float]:
+    """owner → decayed GPU-seconds: the running jobs' so far, and the ended ones'."""
     intervals = (
-        Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, None) for j in active.values()
+        Interval(j.owner, j.gpu_count, _seconds(j.started_at) or now, None)
+        for j in read.active.values()
     )
-    usage = decayed_usage(intervals, now, settings.fair_share_half_life_s)
-    for owner, seconds in used.items():
+    usage = decayed_usage(intervals, now, half_life_s)
+    for owner, seconds in read.used.items():
         usage[owner] = usage.get(owner, 0.0) + seconds
-    snapshot = Snapshot(
-        queued=queued,
-        inputs=PlanInputs(
-            queue=[],
-            gpus=slots,
-            allocations=claims,
-            cpu_slots=settings.max_cpu_jobs - cpu_busy,
-            topology=gpus.inventory.topology,
-            now=now,
-            grace_s=settings.cancel_grace_s,
-            usage=usage,
-            running_gpus=running,
-            max_gpus_running=settings.max_gpus_running,
-            sweep_limits=sweep_limits,
-            sweep_running=sweep_running,
-        ),
-        drained=maintenance.box_reason(drains[None], now_dt) if None in drains else None,
-    )
+    return usage
+
+
+def _sort_out(snapshot: Snapshot, read: _Read, now_dt: datetime) -> None:
+    """Sorts the queue into what planning considers, what is blocked and why, and what is
+    doomed; and every queued job's position."""
+    queued = snapshot.queued
     requests = [job.request for job in queued.values()]
     # Most queued jobs wait for nothing but room: only the others are asked more.
     considered = [job.request for job in queued.values() if job.plain]
-    for job in others:
+    dependencies = read.dependencies
+    for job in read.others:
         snapshot.falls_due += job.waits_until
         doom = failed_dependency(job, dependencies)
-        why = None if doom else _not_considered(job, dependencies, now_dt)
+        why = None if doom else not_considered(job, dependencies, now_dt)
         if doom is not None:
             snapshot.doomed[job.id] = doom
         elif why is not None:
@@ -163,8 +229,7 @@ def take(
         snapshot.inputs.queue = considered
     else:
         snapshot.blocked.update({r.job_id: snapshot.drained for r in considered})
-    snapshot.positions = [r.job_id for r in order(requests, usage)]
-    return snapshot
+    snapshot.positions = [r.job_id for r in order(requests, snapshot.inputs.usage)]
 
 
 @cache
@@ -204,75 +269,11 @@ def _sweeps(connection: Connection, ids: set[int]) -> tuple[dict[int, int], dict
     return found, {sweep_id: count for sweep_id, count in running}
 
 
-def _dependencies(ids: set[int]) -> Select[Any]:
+def _dependency_states(ids: set[int]) -> Select[Any]:
     return select(JOB.c.id, JOB.c.status, JOB.c.reason).where(JOB.c.id.in_(ids))
-
-
-class Dependency(Protocol):
-    """What a job's dependents need to know of it (a `Job`, or a row of these columns)."""
-
-    @property
-    def id(self) -> int | None: ...
-    @property
-    def status(self) -> JobStatus: ...
-    @property
-    def reason(self) -> Reason | None: ...
 
 
 def _ends_at(job: JobRow, grace_s: float) -> float | None:
     limit = job.time_limit_s
     started = _seconds(job.started_at)
     return None if limit is None or started is None else started + limit + grace_s
-
-
-def failed_dependency(
-    job: QueuedJob | Job, dependencies: Mapping[int | None, Dependency]
-) -> str | None:
-    """Why `job` can never start, if one of the jobs it depends on will never succeed."""
-    for dep_id in job.depends_on:
-        dep = dependencies.get(dep_id)
-        if dep is None:
-            return f"it depends on job {dep_id}, which no longer exists"
-        if dep.status in TERMINAL and dep.status != JobStatus.succeeded:
-            why = f" ({dep.reason.value})" if dep.reason else ""
-            return f"it depends on job {dep_id}, which ended {dep.status.value}{why}"
-    return None
-
-
-def _not_considered(
-    job: QueuedJob, dependencies: Mapping[int | None, Dependency], now: datetime
-) -> str | None:
-    """Why `job` is not considered for placement now (hold, retry back-off, not_before,
-    dependency)."""
-    if job.held:
-        return f"held: `POST /v1/jobs/{job.id}/release` lets it start"
-    if job.retry_at is not None and job.retry_at > now:
-        return job.wait_reason or "waiting to retry"
-    early = not_yet(job.not_before, now)
-    if early is not None:
-        return early
-    pending = [d for d in job.depends_on if dependencies[d].status != JobStatus.succeeded]
-    if pending:
-        first = dependencies[pending[0]]
-        return f"waiting for job {first.id} to succeed (it is {first.status.value})"
-    return None
-
-
-def not_yet(not_before: datetime | None, now: datetime) -> str | None:
-    """Why a job with this `not_before` may not start at `now`; None once it may."""
-    if not_before is None or not_before <= now:
-        return None
-    return f"not before {not_before.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ} ({_in(not_before - now)})"
-
-
-def _in(left: timedelta) -> str:
-    # Whole minutes only: a wait reason is written again whenever its words change.
-    if left.total_seconds() < 60:
-        return "in under a minute"
-    minutes = math.ceil(left.total_seconds() / 60)
-    if minutes < 60:
-        return f"in {minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
-    return f"in {hours // 24} days"

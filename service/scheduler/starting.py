@@ -1,5 +1,6 @@
 """Starting placed jobs: claim each and its GPUs in the step's write transaction (`batch`),
-then, once that has committed, work out each one's run directory and hand it to the
+each claim in a savepoint of its own so that one job's trouble never undoes another's
+claim, then, once that has committed, work out each one's run directory and hand it to the
 executor, outside the write lock (submissions wait for that lock).
 
 Nothing runs that the database does not know: a job is launched only after its claim
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
@@ -27,6 +29,7 @@ from gpuq.contract.states import JobStatus
 from service.executors import Executor, Launch, LaunchError, Started
 from service.jobs import writes
 from service.jobs.writes import JOB, JobRow
+from service.scheduler.isolation import each_apart
 from service.scheduler.placement import Placement
 from service.scheduler.running import Activity, Books, MemoryRecord, Running
 from service.store.db import utcnow
@@ -100,7 +103,7 @@ def new_launch(
     )
 
 
-def launch(
+def hand_to_executor(
     books: Books, executor: Executor, attempt: Launch, owner: str, unix_user: str | None
 ) -> Started:
     """Hands `owner`'s `attempt` to `executor`, as whom it runs as; `LaunchError` if it
@@ -133,7 +136,7 @@ class _Claimed:
     waited_s: float | None  #: a first attempt's time in the queue
 
 
-class Starts:
+class StartBatch:
     """The placed jobs one write transaction claims (`batch`), to start once it commits."""
 
     def __init__(self, books: Books, session: Session, claimed: list[_Claimed]) -> None:
@@ -145,22 +148,31 @@ class Starts:
 
     def start(self, placements: Sequence[Placement]) -> None:
         """Claims each placed job that is still queued on its GPUs, to start it once the
-        transaction has committed."""
+        transaction has committed. Each claim is its own (`isolation.each_apart`): one that
+        fails is undone alone, and the job stays queued for the next step."""
         if not placements:
             return
         ids = {"ids": [p.job_id for p in placements]}
         jobs = {row.id: row for row in self.session.connection().execute(_CLAIMABLE, ids)}
-        for placement in placements:
-            if placement.job_id in jobs:  # else cancelled meanwhile
-                self._start(jobs[placement.job_id], placement)
+        placed = {p.job_id: (jobs[p.job_id], p) for p in placements if p.job_id in jobs}
+        claims, _ = each_apart(self.session, placed, self._claim, "claim it to start")
+        self._claimed.extend(claim for claim in claims.values() if claim is not None)
 
-    def _start(self, job: JobRow, placement: Placement) -> None:
+    def _claim(self, job_id: int, placed: tuple[JobRow, Placement]) -> _Claimed | None:
+        """Claims one job for its next attempt; None if it is not to start (claimed
+        meanwhile, or its stored spec is not one gpuq can run: it fails, `launch_error`)."""
+        job, placement = placed
         books, session = self.books, self.session
+        try:
+            spec = JobSpec.model_validate(job.spec)
+        except ValidationError as exc:
+            log.error("job %d: its stored spec is not valid: %s", job_id, exc)
+            writes.fail_launch(session, job_id, "its stored spec is not valid; submit it again")
+            return None
         attempt = job.attempt + 1
         indices = list(placement.gpu_indices)
-        if not writes.claim_for_start(session, job.id, attempt, indices, placement.memory_mb):
-            return
-        spec = JobSpec.model_validate(job.spec)
+        if not writes.claim_for_start(session, job_id, attempt, indices, placement.memory_mb):
+            return None
         devices = device_plan(
             spec,
             indices,
@@ -169,8 +181,8 @@ class Starts:
             gpu_total_mb=min((self._totals[i] for i in indices), default=0),
         )
         running = Running(
-            job.id,
-            books.executor.run_dir(job.id, attempt),
+            job_id,
+            books.executor.run_dir(job_id, attempt),
             indices,
             MemoryRecord(placement.memory_mb),
             activity=Activity(
@@ -178,17 +190,17 @@ class Starts:
             ),
         )
         waited = (utcnow() - job.created_at).total_seconds() if attempt == 1 else None
-        attempt_launch = new_launch(books, job.id, attempt, spec, devices, params=job.params)
-        self._claimed.append(_Claimed(attempt_launch, job.owner, job.unix_user, running, waited))
+        attempt_launch = new_launch(books, job_id, attempt, spec, devices, params=job.params)
+        return _Claimed(attempt_launch, job.owner, job.unix_user, running, waited)
 
 
 @contextmanager
-def batch(books: Books) -> Iterator[Starts]:
-    """One write transaction for a step's writes and claims (`Starts.start`); once it has
+def batch(books: Books) -> Iterator[StartBatch]:
+    """One write transaction for a step's writes and claims (`StartBatch.start`); once it has
     committed, the claimed jobs are launched. Rolled back, nothing was launched."""
     claimed: list[_Claimed] = []
     with books.db.write() as session:
-        yield Starts(books, session, claimed)
+        yield StartBatch(books, session, claimed)
     if claimed and os.environ.get(CRASH_AFTER_CLAIM):
         _crash()
     for job in claimed:
@@ -205,11 +217,11 @@ def _crash() -> None:
 
 
 def _launch(books: Books, job: _Claimed) -> None:
-    """Starts a claimed job, or fails it (`launch_error`) if it cannot be started: a job
+    """StartBatch a claimed job, or fails it (`launch_error`) if it cannot be started: a job
     claimed and not launched would hold its GPUs until gpuq's next start."""
     job_id, attempt = job.launch.job_id, job.launch.attempt
     try:
-        started = launch(books, books.executor, job.launch, job.owner, job.unix_user)
+        started = hand_to_executor(books, books.executor, job.launch, job.owner, job.unix_user)
     except Exception as exc:  # whatever it was, the job is claimed and must not stay so
         if not isinstance(exc, LaunchError):
             log.exception("job %d: its launch failed", job_id)

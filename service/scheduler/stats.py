@@ -11,7 +11,7 @@ from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpuq.contract.processes import resident_bytes
-from service.executors import Executor, LocalExecutor
+from service.executors import Executor
 
 STEP_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600)
@@ -44,9 +44,9 @@ class SchedulerStats:
 
 def standbys(executor: Executor) -> Iterator[Metric]:
     """The warm pool (`GPUQ_WARM_WORKERS`): what it holds while it waits."""
-    if not isinstance(executor, LocalExecutor):
-        return
     standbys = executor.standbys()
+    if not standbys and executor.own_queue() is not None:
+        return  # a cluster's nodes keep no warm pool: no gauge to show
     count = GaugeMetricFamily(
         "gpuq_warm_workers",
         "Training processes started ahead of need for builtin jobs: `ready` (TensorFlow "

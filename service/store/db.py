@@ -11,31 +11,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import (
-    Connection,
-    DateTime,
-    Engine,
-    Table,
-    TypeDecorator,
-    create_engine,
-    event,
-    text,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, DateTime, Engine, TypeDecorator, create_engine, text
 from sqlalchemy.engine.url import make_url
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
 from service.store import postgres, wake_file
 from service.store.change_listener import ChangeListener
+from service.store.commit_cache import CommitCache
 from service.store.commit_notices import HEARD_POLL_S, CommitNotices
 from service.store.file_watch import FileWatch
 from service.store.foreign_commits import ForeignCommits
+from service.store.sqlite_engine import BUSY_TIMEOUT_MS, sqlite_engine
 from service.store.write_turns import WriteTurns
 
 if TYPE_CHECKING:
     import psycopg
 
-BUSY_TIMEOUT_MS = 10_000
 _REVISION = text("SELECT value FROM revision WHERE name = :name")
 _REVISION_SQL = "SELECT value FROM revision WHERE name = ?"
 T = TypeVar("T")
@@ -60,38 +51,6 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
-
-
-def _sqlite_engine(url: str, begin: str) -> Engine:
-    # pysqlite's own transaction handling issues a deferred BEGIN lazily; turning it off
-    # and emitting our own BEGIN is the documented way to get IMMEDIATE transactions.
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # Every commit reaches the disk before it is acknowledged: a 201 is never lost.
-        cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql(begin)
-
-    return engine
-
-
-def insert(session: Session, model: type[SQLModel]) -> sqlite.Insert | postgresql.Insert:
-    """An INSERT into `model`'s table that can take `on_conflict_do_update`, which SQLite
-    and PostgreSQL spell alike."""
-    table: Table = model.__table__  # type: ignore[attr-defined]
-    if session.get_bind().dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
 
 
 @dataclass
@@ -129,9 +88,10 @@ class Database:
     _change_probe: postgres.ChangeProbe | None = None
     #: PostgreSQL: hears other processes' commits.
     _listener: ChangeListener | None = None
-    #: key → (what `_version` said, the revision, the value)
-    _cache: dict[str, tuple[object, int | None, Any]] = field(default_factory=dict)
-    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: what `cached` keeps
+    _cache: CommitCache = field(default_factory=CommitCache)
+    #: one thread at a time asks `_version_probe`
+    _probe_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, url: str, *, api_only: bool = False) -> "Database":
@@ -145,13 +105,13 @@ class Database:
             engine = create_engine(url)
             return cls(url, engine, engine)
         if not parsed.database or parsed.database == ":memory:":
-            return cls(url, _sqlite_engine(url, "BEGIN"), _sqlite_engine(url, "BEGIN IMMEDIATE"))
+            return cls(url, sqlite_engine(url, "BEGIN"), sqlite_engine(url, "BEGIN IMMEDIATE"))
         path = Path(parsed.database)
         path.parent.mkdir(parents=True, exist_ok=True)
         db = cls(
             url,
-            _sqlite_engine(url, "BEGIN"),
-            _sqlite_engine(url, "BEGIN IMMEDIATE"),
+            sqlite_engine(url, "BEGIN"),
+            sqlite_engine(url, "BEGIN IMMEDIATE"),
             file=path,
             _version_probe=sqlite3.connect(path, check_same_thread=False),
             _turns=WriteTurns(path, BUSY_TIMEOUT_MS / 1000),
@@ -179,7 +139,7 @@ class Database:
         reader, writer = postgres.engines(url, origin)
         notices = CommitNotices()
         listener = ChangeListener(
-            lambda: postgres.connect(reader, "gpuq change listener"), notices, origin
+            lambda: postgres.dedicated_connection(reader, "gpuq change listener"), notices, origin
         )
         listener.start()
         return cls(
@@ -199,7 +159,7 @@ class Database:
         if self._listener is not None:
             self._listener.on_api_commit = wake
         elif self.file is not None:
-            self._woken_by = wake_file.watch(self.file, wake)
+            self._woken_by = wake_file.on_poke(self.file, wake)
 
     @property
     def dialect(self) -> str:
@@ -213,7 +173,7 @@ class Database:
 
     def connect_dedicated(self, purpose: str) -> "psycopg.Connection[Any]":
         """PostgreSQL: a psycopg connection of its own (autocommit, outside the pools)."""
-        return postgres.connect(self.writer, purpose)
+        return postgres.dedicated_connection(self.writer, purpose)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -286,23 +246,12 @@ class Database:
         process or another); loaded every time where that cannot be told. With `revision`
         (a row of the `revision` table, which triggers raise on every change to what it
         watches), kept across commits too, until that revision changes."""
-        version = self._version()
-        if version is None:
-            return load()
-        with self._cache_lock:
-            hit = self._cache.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[2]
-        # Read before `load`, so a change in between makes the next call load again.
-        rev = None if revision is None else self._revision(revision)
-        value = hit[2] if hit is not None and rev is not None and hit[1] == rev else load()
-        with self._cache_lock:
-            self._cache[key] = (version, rev, value)
-        return value
+        read_revision = None if revision is None else lambda: self._revision(revision)
+        return self._cache.get(key, load, self._version(), read_revision)
 
     def _revision(self, name: str) -> int | None:
         if self._version_probe is not None:  # SQLite: the probe's connection reads it at once
-            with self._cache_lock:
+            with self._probe_lock:
                 row = self._version_probe.execute(_REVISION_SQL, (name,)).fetchone()
             return None if row is None else int(row[0])
         with self.reader.connect() as connection:
@@ -318,7 +267,7 @@ class Database:
 
     def _probe_version(self) -> int:
         assert self._version_probe is not None
-        with self._cache_lock:
+        with self._probe_lock:
             return int(self._version_probe.execute("PRAGMA data_version").fetchone()[0])
 
     def dispose(self) -> None:

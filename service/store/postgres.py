@@ -80,7 +80,7 @@ def psycopg_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def connect(engine: Engine, purpose: str) -> "psycopg.Connection[Any]":
+def dedicated_connection(engine: Engine, purpose: str) -> "psycopg.Connection[Any]":
     """A connection of its own, outside the pools and in autocommit, to the engine's
     database: for LISTEN, the scheduler's lock and the change probe."""
     import psycopg
@@ -114,7 +114,7 @@ class ChangeProbe:
         with self._lock:
             try:
                 if self._conn is None or self._conn.closed:
-                    self._conn = connect(self._engine, "gpuq change probe")
+                    self._conn = dedicated_connection(self._engine, "gpuq change probe")
                 row = self._conn.execute("SELECT pg_current_snapshot()::text").fetchone()
                 return None if row is None else str(row[0])
             except psycopg.Error:

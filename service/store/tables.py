@@ -7,8 +7,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from gpuq.contract.spec import empty_dict, empty_list
-from gpuq.contract.states import JobStatus, Reason
-from service.gpus.states import GpuState
+from gpuq.contract.states import GpuState, JobStatus, Reason
 from service.store.db import UTCDateTime, utcnow
 
 

@@ -35,7 +35,7 @@ def poke(database: Path) -> None:
         log.warning("could not wake the scheduler (%s): jobs start at its next look", exc)
 
 
-def watch(database: Path, wake: Callable[[], None]) -> FileWatch | None:
+def on_poke(database: Path, wake: Callable[[], None]) -> FileWatch | None:
     """Calls `wake()` whenever an `--api-only` process pokes; None where it cannot."""
     watching = FileWatch(wake_file(database), wake, make=True)
     return watching if watching.start() else None

@@ -34,7 +34,7 @@ class Expansion:
     warnings: list[str]
 
 
-def size(section: SweepSection) -> int:
+def member_count(section: SweepSection) -> int:
     """How many members the section makes, counted without making them."""
     if section.search == "grid":
         return math.prod(len(v) for v in section.parameters.values() if isinstance(v, list))
@@ -59,7 +59,7 @@ def expand(spec: SweepSpec, *, limit: int, seed: int) -> Expansion:
             "a keras sweep varies spec fields by their path, e.g. keras.learning_rate; bare "
             "names are for a command job's argv ({name}) and environment",
         )
-    count = size(section)
+    count = member_count(section)
     if count > limit:
         raise Invalid(
             ("body", "sweep"),
@@ -69,7 +69,9 @@ def expand(spec: SweepSpec, *, limit: int, seed: int) -> Expansion:
     if section.search == "random" and section.seed is not None:
         seed = section.seed
     base = spec.job_spec().model_dump(mode="json")
-    members = [_member(base, point, i, where) for i, point in enumerate(_points(section, seed))]
+    members = [
+        _make_member(base, point, i, where) for i, point in enumerate(_points(section, seed))
+    ]
     warnings = _placeholder_warnings(base, section.names)
     if section.metric is not None:
         warnings += _metric_warnings([m.spec for m in members], section.metric)
@@ -104,12 +106,12 @@ def _draw(rng: random.Random, domain: Sequence[JsonValue] | Range) -> JsonValue:
     return float(f"{value:.4g}")  # 0.0031622776601683794 reads as 0.003162
 
 
-def _member(base: Mapping[str, Any], point: Point, index: int, where: Loc) -> Member:
+def _make_member(base: Mapping[str, Any], point: Point, index: int, where: Loc) -> Member:
     body = json.loads(json.dumps(base))  # a deep copy, cheaply
     body["name"] = f"{base['name'][:120]}-{index + 1}"
     for name, value in point.items():
         if is_path(name):
-            _set(body, name, value, (*where, name))
+            _set_field(body, name, value, (*where, name))
     if body.get("command") is not None:
         bare = {n: param_text(v) for n, v in point.items() if not is_path(n)}
         body["command"]["argv"] = [
@@ -123,7 +125,7 @@ def _member(base: Mapping[str, Any], point: Point, index: int, where: Loc) -> Me
     return Member(dict(point), spec)
 
 
-def _set(body: dict[str, Any], path: str, value: JsonValue, loc: Loc) -> None:
+def _set_field(body: dict[str, Any], path: str, value: JsonValue, loc: Loc) -> None:
     *parents, leaf = path.split(".")
     here: Any = body
     for depth, part in enumerate(parents):

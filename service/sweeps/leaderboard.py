@@ -22,10 +22,10 @@ class Standing:
 
 def history(epochs: Epochs, metric: str) -> dict[int, float | None]:
     """The metric by epoch, for the epochs that reported it (null: not a number)."""
-    return {k: _number(v.get(metric)) for k, v in sorted(epochs.items()) if metric in v}
+    return {k: _finite_or_none(v.get(metric)) for k, v in sorted(epochs.items()) if metric in v}
 
 
-def _number(value: Any) -> float | None:
+def _finite_or_none(value: Any) -> float | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
 

@@ -19,7 +19,10 @@ History = Mapping[int, float | None]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class HopelessMember:
+    """The stopping rule's answer for one running member: stop it; and what it was judged
+    on."""
+
     job_id: int
     epoch: int  #: the epoch it was judged at
     best: float | None  #: its best value so far (None: never a number)
@@ -46,9 +49,9 @@ def hopeless(
     mode: str,
     grace_epochs: int,
     min_members: int,
-) -> list[Verdict]:
+) -> list[HopelessMember]:
     """The members of `running` to stop, each with what it was judged on."""
-    verdicts = []
+    found = []
     for job_id in sorted(running):
         own = histories.get(job_id) or {}
         reached = sorted((k for k in own if k >= grace_epochs), reverse=True)
@@ -65,16 +68,16 @@ def hopeless(
             best = min(values) if mode == "min" else max(values)
             if math.isfinite(median) and _worse(best, median, mode):
                 shown = best if math.isfinite(best) else None
-                verdicts.append(Verdict(job_id, epoch, shown, median, len(others)))
+                found.append(HopelessMember(job_id, epoch, shown, median, len(others)))
             break
-    return verdicts
+    return found
 
 
-def explain(verdict: Verdict, metric: str) -> str:
+def explain(member: HopelessMember, metric: str) -> str:
     """Why a member was stopped, and by how much it trailed."""
-    head = f"stopped early at epoch {verdict.epoch} by its sweep's median rule"
-    others = f"the median {verdict.median:.4g} of {verdict.others} other member(s) at that epoch"
-    if verdict.best is None:
+    head = f"stopped early at epoch {member.epoch} by its sweep's median rule"
+    others = f"the median {member.median:.4g} of {member.others} other member(s) at that epoch"
+    if member.best is None:
         return f"{head}: its {metric} was never a number, against {others}"
-    by = abs(verdict.best - verdict.median)
-    return f"{head}: its best {metric} {verdict.best:.4g} trailed {others} by {by:.4g}"
+    by = abs(member.best - member.median)
+    return f"{head}: its best {metric} {member.best:.4g} trailed {others} by {by:.4g}"

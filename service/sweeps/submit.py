@@ -2,13 +2,16 @@
 stored whole or not at all (a member over the owner's quota refuses the sweep)."""
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, insert, select
+from sqlalchemy import Connection, Row, Table, insert, select
 
 from gpuq.contract.sweep import SweepSpec
 from service.errors import Conflict, GpuqError
-from service.jobs.submit import INSERT_AUDIT, Limits, store, submission
+from service.jobs.batch_inserts import INSERT_AUDIT
+from service.jobs.batch_store import store
+from service.jobs.submission import Limits, submission
 from service.store.db import Database, utcnow
 from service.store.tables import Sweep
 from service.sweeps.expand import Expansion
@@ -28,61 +31,81 @@ def create_sweep(
 ) -> tuple[Sweep, bool]:
     """Stores the sweep and its members (queued jobs) owned by `caller`; with a known
     `idempotency_key` (per owner), returns the original sweep instead (False)."""
-    accepted = spec.model_copy(
-        update={"sweep": spec.sweep.model_copy(update={"seed": expansion.seed})}
-    )
-    body = accepted.model_dump(mode="json")
     key = None if idempotency_key is None else f"{caller.name}/{idempotency_key}"
     with db.write_connection() as conn:
         if key is not None:
             found = conn.execute(select(SWEEP).where(SWEEP.c.idempotency_key == key)).first()
             if found is not None:
-                return _replay(dict(found._mapping), spec), False
+                return _stored_sweep(dict(found._mapping), spec), False
         now = utcnow()
-        row = conn.execute(
-            insert(SWEEP)
-            .values(
-                name=spec.name,
-                owner=caller.name,
-                priority=spec.priority,
-                spec=body,
-                size=len(expansion.members),
-                max_parallel=spec.sweep.max_parallel,
-                held=False,
-                warnings=expansion.warnings,
-                idempotency_key=key,
-                created_at=now,
-            )
-            .returning(*SWEEP.c)
-        ).one()
-        sweep_id = row.id
-        batch = [
-            submission(m.spec, caller, None, limits, sweep_id=sweep_id, params=m.params)
-            for m in expansion.members
-        ]
-        for index, answer in enumerate(store(conn, batch)):
-            if isinstance(answer, GpuqError):
-                answer.message = f"member {index + 1} of {len(batch)}: {answer.message}"
-                answer.args = (answer.message,)
-                raise answer
-        detail = {"name": spec.name, "members": len(batch)}
-        target = f"sweep/{sweep_id}"
-        conn.execute(
-            INSERT_AUDIT,
-            [
-                {
-                    "at": now,
-                    "actor": caller.name,
-                    "action": "submit",
-                    "target": target,
-                    "detail": detail,
-                }
-            ],
-        )
+        row = _insert_sweep(conn, spec, expansion, caller, key, now)
+        _store_members(conn, row.id, expansion, caller, limits)
+        _audit_submit(conn, row.id, spec.name, len(expansion.members), caller, now)
     return Sweep.model_validate(dict(row._mapping)), True
 
 
-def _replay(row: Mapping[str, Any], spec: SweepSpec) -> Sweep:
+def _insert_sweep(
+    conn: Connection,
+    spec: SweepSpec,
+    expansion: Expansion,
+    caller: Caller,
+    key: str | None,
+    now: datetime,
+) -> Row[Any]:
+    """The sweep's own row, its spec as accepted (a random search's seed filled in)."""
+    accepted = spec.model_copy(
+        update={"sweep": spec.sweep.model_copy(update={"seed": expansion.seed})}
+    )
+    return conn.execute(
+        insert(SWEEP)
+        .values(
+            name=spec.name,
+            owner=caller.name,
+            priority=spec.priority,
+            spec=accepted.model_dump(mode="json"),
+            size=len(expansion.members),
+            max_parallel=spec.sweep.max_parallel,
+            held=False,
+            warnings=expansion.warnings,
+            idempotency_key=key,
+            created_at=now,
+        )
+        .returning(*SWEEP.c)
+    ).one()
+
+
+def _store_members(
+    conn: Connection, sweep_id: int, expansion: Expansion, caller: Caller, limits: Limits
+) -> None:
+    """Stores every member as a queued job; raises the first member's error, which names
+    the member, and so refuses the whole sweep."""
+    batch = [
+        submission(m.spec, caller, None, limits, sweep_id=sweep_id, params=m.params)
+        for m in expansion.members
+    ]
+    for index, answer in enumerate(store(conn, batch)):
+        if isinstance(answer, GpuqError):
+            answer.message = f"member {index + 1} of {len(batch)}: {answer.message}"
+            answer.args = (answer.message,)
+            raise answer
+
+
+def _audit_submit(
+    conn: Connection, sweep_id: int, name: str, members: int, caller: Caller, now: datetime
+) -> None:
+    """The sweep's own audit entry (each member has one too)."""
+    detail = {"name": name, "members": members}
+    entry = {
+        "at": now,
+        "actor": caller.name,
+        "action": "submit",
+        "target": f"sweep/{sweep_id}",
+        "detail": detail,
+    }
+    conn.execute(INSERT_AUDIT, [entry])
+
+
+def _stored_sweep(row: Mapping[str, Any], spec: SweepSpec) -> Sweep:
     """The sweep stored before under the same key, if it was the same sweep (a random
     search that named no seed matches the seed it was given)."""
     stored = SweepSpec.model_validate(row["spec"])

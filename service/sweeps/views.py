@@ -69,7 +69,7 @@ def detail(db: Database, sweep: Sweep) -> SweepPublic:
     spec = SweepSpec.model_validate(sweep.spec)
     metric, mode = spec.sweep.metric, spec.sweep.mode
     table = leaderboard.standings(list(rows), epochs, metric, mode)
-    members = [_member(rows[s.job_id], s) for s in table]
+    members = [_public_member(rows[s.job_id], s) for s in table]
     best = None
     if table and table[0].best is not None:
         top = table[0]
@@ -80,7 +80,7 @@ def detail(db: Database, sweep: Sweep) -> SweepPublic:
     return SweepPublic(**dict(head), best=best, members=members)
 
 
-def _member(row: Any, standing: leaderboard.Standing) -> SweepMember:
+def _public_member(row: Any, standing: leaderboard.Standing) -> SweepMember:
     return SweepMember(
         job_id=row.id,
         name=row.name,

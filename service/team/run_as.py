@@ -5,7 +5,7 @@
 - `service`: every job runs as gpuq's own account. Under root that would be root, so
   `command` jobs are refused unless GPUQ_ALLOW_ROOT_JOBS=1 (a single-user box, a container).
 
-The rules are asked at submit (`Service._admit`) and again as each attempt starts
+The rules are asked at submit (`runtime.checks.SubmitChecks`) and again as each attempt starts
 (`launch_as`), with the settings and users of that moment: a job may wait for days.
 """
 

@@ -87,14 +87,18 @@ def _memory_text(
     peak: int | None, limit: int | None, suggestion: int | None, *, capped: bool
 ) -> str:
     if peak is None:
-        return f"GPU memory not measured ({size(limit)} per GPU requested)" if capped else ""
+        return (
+            f"GPU memory not measured ({memory_amount(limit)} per GPU requested)" if capped else ""
+        )
     if limit is None:
-        return f"GPU memory peak {size(peak)}"
+        return f"GPU memory peak {memory_amount(peak)}"
     if capped:
         text = f"used {_of(peak, limit)} requested"
-        return text + (f": ask for {size(suggestion)}" if suggestion else "")
-    text = f"used {size(peak)} of a whole {size(limit)} GPU"
-    return text + (f": a cap of {size(suggestion)} would let others share it" if suggestion else "")
+        return text + (f": ask for {memory_amount(suggestion)}" if suggestion else "")
+    text = f"used {memory_amount(peak)} of a whole {memory_amount(limit)} GPU"
+    return text + (
+        f": a cap of {memory_amount(suggestion)} would let others share it" if suggestion else ""
+    )
 
 
 def _time_text(wall_s: float, limit_s: float | None, *, running: bool) -> str:
@@ -102,7 +106,7 @@ def _time_text(wall_s: float, limit_s: float | None, *, running: bool) -> str:
     return f"{verb} {duration(wall_s)}" + (f" of its {duration(limit_s)} limit" if limit_s else "")
 
 
-def size(mb: int | None) -> str:
+def memory_amount(mb: int | None) -> str:
     """`768 MiB`, `3 GiB`, `2.1 GiB`."""
     if mb is None:
         return "?"
@@ -113,7 +117,7 @@ def _of(peak: int, limit: int) -> str:
     """`2.1 of 8 GiB`, or `700 MiB of 8 GiB` where the units differ."""
     if peak >= 1024 and limit >= 1024:
         return f"{_gib(peak)} of {_gib(limit)} GiB"
-    return f"{size(peak)} of {size(limit)}"
+    return f"{memory_amount(peak)} of {memory_amount(limit)}"
 
 
 def _gib(mb: int) -> str:

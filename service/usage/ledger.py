@@ -9,9 +9,9 @@ from sqlalchemy import ScalarSelect, Table, bindparam, func, insert, select
 from sqlmodel import Session
 
 from gpuq.contract.states import ACTIVE
-from service.store.db import insert as upsert
 from service.store.db import utcnow
 from service.store.tables import AttemptUsage, Job, JobMetric, UsageTotal
+from service.store.upsert import upsert
 
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
 USAGE: Table = AttemptUsage.__table__  # type: ignore[attr-defined]

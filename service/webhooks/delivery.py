@@ -28,7 +28,7 @@ TIMED_OUT = "timed out"  #: connected, but no answer within GPUQ_WEBHOOK_TIMEOUT
 NO_ANSWER = "no answer"  #: connected, but the connection broke or the answer was not HTTP
 
 
-def retry_delay(failures: int, first_s: float, cap_s: float = MAX_BACKOFF_S) -> float:
+def redelivery_delay_s(failures: int, first_s: float, cap_s: float = MAX_BACKOFF_S) -> float:
     """The wait after the `failures`-th failed attempt (from 1): `first_s`, doubling, at most
     `cap_s`."""
     return min(first_s * 2 ** (failures - 1), cap_s)
@@ -102,7 +102,7 @@ def failure(exc: Exception) -> str:
     return NO_ANSWER
 
 
-def record_attempt(
+def record_delivery_attempt(
     db: Database, delivery_id: int, attempt: dict[str, Any], *, attempts: int, backoff_s: float
 ) -> str:
     """Appends `attempt` and settles the delivery: delivered, failed after `attempts` tries,
@@ -120,7 +120,7 @@ def record_attempt(
         elif tries >= attempts:
             delivery.state, delivery.next_at, delivery.finished_at = FAILED, None, now
         else:
-            delivery.next_at = now + timedelta(seconds=retry_delay(tries, backoff_s))
+            delivery.next_at = now + timedelta(seconds=redelivery_delay_s(tries, backoff_s))
         session.add(delivery)
     if delivery.state != DELIVERED:
         # The host only: a URL's path or query may hold a token.

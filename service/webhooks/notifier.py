@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from service.addresses import AllowList
+from service.background import Background, logged
 from service.jobs.reads import highest_revision
 from service.settings import Settings
 from service.store.db import Database
 from service.store.tables import WebhookDelivery
 from service.webhooks import delivery, transport
-from service.webhooks.addresses import AllowList
 from service.webhooks.queue import has_changes, queue_changes
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,7 @@ class Notifier:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Background("gpuq-notifier", self._step)
         self._senders: ThreadPoolExecutor | None = None
         self._http: httpx.Client | None = None
         self._in_flight: set[int] = set()
@@ -48,39 +47,30 @@ class Notifier:
         allow = AllowList.parse(self.settings.webhook_allow)
         self._http = transport.client(allow, self.settings.webhook_timeout_s)
         self._senders = ThreadPoolExecutor(SENDERS, thread_name_prefix="gpuq-webhook")
-        self._thread = threading.Thread(target=self._run, name="gpuq-notifier", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stops looking; waits for deliveries in flight (each at most its timeout)."""
-        self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self._loop.stop()
         if self._senders is not None:
             self._senders.shutdown(wait=True, cancel_futures=True)
         if self._http is not None:
             self._http.close()
 
     def wake(self) -> None:
-        self._wake.set()
+        self._loop.wake()
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            try:
-                self.queue()
-                self.send()
-            except Exception:
-                log.exception("webhook notifier step failed; trying again")
-            self._wake.wait(POLL_S)
+    def _step(self) -> float:
+        if logged(self.queue, log, "webhook notifier step"):
+            logged(self.send, log, "webhook notifier step")
+        return POLL_S
 
     # --- the steps ---------------------------------------------------------------------------
 
     def queue(self) -> None:
         """Queues a delivery for each job whose state changed since it was last notified."""
         more = True
-        while more and not self._stopping.is_set():
+        while more and not self._loop.stopping.is_set():
             with self.db.read() as session:
                 if not has_changes(session, self._since):
                     # Nothing up to the newest revision needs a delivery: look past it next
@@ -110,7 +100,7 @@ class Notifier:
             secret = delivery.secret_of(self.db, row.owner)
             attempt = delivery.post(self._http, row, secret)
             settings = self.settings
-            delivery.record_attempt(
+            delivery.record_delivery_attempt(
                 self.db,
                 row.id,
                 attempt,
@@ -122,4 +112,4 @@ class Notifier:
         finally:
             with self._lock:
                 self._in_flight.discard(row.id)
-            self._wake.set()  # a sender is free: more may be due
+            self._loop.wake()  # a sender is free: more may be due

@@ -7,11 +7,11 @@ from urllib.parse import urlsplit
 
 from sqlmodel import Session
 
+from service.addresses import AllowList, check_url
 from service.store.db import Database
 from service.store.tables import UserWebhook
 from service.team.audit import record
 from service.team.users import Caller
-from service.webhooks.addresses import AllowList, check_url
 
 
 class Keep(Enum):

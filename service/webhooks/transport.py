@@ -14,7 +14,7 @@ from ipaddress import ip_address
 import httpcore
 import httpx
 
-from service.webhooks.addresses import SETTING, AllowList, allowed
+from service.addresses import SETTING, AllowList, allowed
 
 #: What the owner reads when the guard refuses a delivery.
 REFUSED = f"refused: address not allowed ({SETTING})"

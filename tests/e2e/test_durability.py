@@ -1,5 +1,5 @@
 """Many writers at once, replays, and submissions that survive a `kill -9` of the server
-(submissions share commits: `jobs.submissions`)."""
+(submissions share commits: `jobs.group_commit`)."""
 
 import multiprocessing
 import signal
@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from service import jobs
 from service.scheduler.starting import CRASH_AFTER_CLAIM
 from service.settings import Settings
 from service.store.db import Database
-from tests.conftest import WRITER, job_spec
+from tests.conftest import job_spec
 from tests.e2e.server import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.backends("sqlite", "postgres")]
@@ -76,16 +75,16 @@ def test_concurrent_replays_of_one_key_make_one_job(api_server):
     assert len({job_id for _, job_id in results}) == 1
 
 
-def write_jobs(url: str, count: int) -> int:
-    """Runs in its own process: creates jobs and moves them through their states."""
+def write_jobs(api: str, url: str, count: int) -> int:
+    """Runs in its own process: submits jobs (as everyone does: over HTTP) and moves them
+    through their states, writing to the database itself as a scheduler does."""
     db = Database.open(url)
-    spec = JobSpec.model_validate(job_spec())
     for _ in range(count):
-        job, _ = jobs.create_job(db, spec=spec, caller=WRITER)
+        job_id = httpx.post(f"{api}/v1/jobs", json=job_spec(name="written")).json()["id"]
         with db.write() as session:
-            jobs.transition(session, job.id, JobStatus.starting, attempt=1)
+            jobs.transition(session, job_id, JobStatus.starting, attempt=1)
         with db.write() as session:
-            jobs.transition(session, job.id, JobStatus.succeeded)
+            jobs.transition(session, job_id, JobStatus.succeeded)
     db.dispose()
     return count
 
@@ -94,7 +93,7 @@ def test_several_writer_processes_and_the_server_never_see_a_locked_database(api
     url = api_server.db_url
     context = multiprocessing.get_context("spawn")
     with context.Pool(4) as pool:
-        pending = pool.starmap_async(write_jobs, [(url, 100)] * 4)
+        pending = pool.starmap_async(write_jobs, [(api_server.url, url, 100)] * 4)
         codes = [
             httpx.post(f"{api_server.url}/v1/jobs", json=job_spec()).status_code for _ in range(100)
         ]

@@ -15,8 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.executors import LocalExecutor
-from service.runtime import Service
+from service.runtime import Service, open_with_scheduler
 from tests.conftest import ended, job_spec, local_client, wait_for
 from tests.e2e.test_training import CRASHED
 from tests.processes import gone
@@ -31,7 +30,7 @@ READY_S = 120
 @pytest.fixture
 def warm(settings) -> Iterator[tuple[TestClient, Service]]:
     settings = settings.model_copy(update={"warm_workers": 1})
-    service = Service.open(settings)
+    service = open_with_scheduler(settings)
     try:
         with local_client(create_app(settings, service)) as client:
             yield client, service
@@ -41,8 +40,7 @@ def warm(settings) -> Iterator[tuple[TestClient, Service]]:
 
 def ready_worker(service: Service, other_than: int | None = None) -> int:
     """The pid of the pool's warm process once it is ready (and not `other_than`)."""
-    executor = service.executor
-    assert isinstance(executor, LocalExecutor)
+    executor = service.scheduler.books.executor  # the scheduler runs in this process
     deadline = time.monotonic() + READY_S
     while time.monotonic() < deadline:
         ready = [s.worker_pid for s in executor.standbys() if s.worker_pid is not None]
@@ -144,7 +142,7 @@ def test_a_warm_worker_killed_while_idle_is_replaced_and_shows_in_metrics(warm):
 
 def test_the_pool_restarts_when_gpuqs_code_changes_and_ends_with_the_service(settings):
     settings = settings.model_copy(update={"warm_workers": 1})
-    service = Service.open(settings)
+    service = open_with_scheduler(settings)
     code = Path(warm_pool.__file__)
     before = code.stat()
     with TestClient(create_app(settings, service)):

@@ -4,6 +4,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+#: real Keras training under MirroredStrategy: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.e2e
+
 #: Run in a fresh interpreter: TensorFlow's devices are set once per process.
 PROGRAM = """
 import json, sys

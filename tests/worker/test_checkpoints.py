@@ -8,6 +8,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+#: real Keras training in a subprocess: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.e2e
+
 TRAIN = textwrap.dedent(
     """
     import json, sys

@@ -37,7 +37,7 @@ class ResumeRequest(BaseModel):
 @router.get("/drain")
 def list_drains(service: ServiceDep, caller: CallerDep) -> list[DrainPublic]:
     """What is drained: the whole box (`gpu` null) or single GPUs."""
-    return service.drains()
+    return service.gpus.drains()
 
 
 @router.post("/drain")
@@ -45,11 +45,11 @@ def drain(body: DrainRequest, service: ServiceDep, admin: AdminDep) -> list[Drai
     """Starts nothing new on `gpus` (null: the whole box) until resumed; running jobs
     finish, queued ones say why they wait. Draining again changes the reason. Admins; 404
     for an unknown GPU; 409 for single GPUs under Slurm (drain a node there)."""
-    return service.drain(body.gpus, body.reason, admin)
+    return service.gpus.drain(body.gpus, body.reason, admin)
 
 
 @router.post("/resume")
 def resume(body: ResumeRequest, service: ServiceDep, admin: AdminDep) -> list[DrainPublic]:
     """Ends the drains of `gpus` (null: every drain, the whole box's too); returns those
     left. Admins."""
-    return service.resume(body.gpus, admin)
+    return service.gpus.resume(body.gpus, admin)

@@ -29,7 +29,7 @@ def job_artifacts(
 ) -> ArtifactList:
     """The files a job left: `model.keras`, `history.json`, `checkpoints/...`,
     `tensorboard/...` (and whatever a command job wrote to `$GPUQ_ARTIFACTS_DIR`)."""
-    chosen, found = service.artifacts(job_id, attempt, caller)
+    chosen, found = service.jobs.artifacts(job_id, attempt, caller)
     return ArtifactList(
         job_id=job_id, attempt=chosen, artifacts=[ArtifactPublic(**vars(a)) for a in found]
     )
@@ -51,7 +51,7 @@ def download_artifact(
     attempt: Attempt = None,
 ) -> StreamingResponse:
     """Downloads one file; names that would lead outside the job's folders are refused."""
-    artifact, opened = service.artifact(job_id, name, attempt, caller)
+    artifact, opened = service.jobs.artifact(job_id, name, attempt, caller)
     filename = artifact.name.rsplit("/", 1)[-1]
     size = os.fstat(opened.fileno()).st_size
     return StreamingResponse(

@@ -20,10 +20,10 @@ def list_gpus(service: ServiceDep, caller: CallerDep) -> list[GpuPublic] | list[
     """Every GPU: memory total/used/free, which jobs hold it, and processes gpuq did not
     start. Under `GPUQ_EXECUTOR=slurm`: the partition's GPU nodes (node, GPUs, allocated,
     state), from `sinfo`."""
-    return service.list_gpus()
+    return service.gpus.describe()
 
 
 @router.post("/{index}/release")
 def release_gpu(index: GpuIndex, service: ServiceDep, admin: AdminDep) -> GpuPublic:
     """Puts a draining or quarantined GPU back into use. Admins; 409 if it is not held."""
-    return service.release_gpu(index, admin)
+    return service.gpus.release(index, admin)

@@ -24,13 +24,13 @@ router = APIRouter(tags=["health"])
 def healthz(service: ServiceDep) -> JSONResponse:
     """200 while the API and (unless this process is API-only) the scheduler are alive."""
     scheduler = service.scheduler
-    alive = scheduler.alive() or not service.schedules
+    alive = scheduler is None or scheduler.alive()
     body = {
         "status": "ok" if alive else "scheduler stopped",
-        "scheduler": "running" if service.schedules else "elsewhere (API-only process)",
-        "gpus": len(service.gpus.inventory.devices),
-        "simulated_gpus": service.gpus.inventory.simulated,
-        "running_jobs": scheduler.running_jobs,
+        "scheduler": "running" if scheduler is not None else "elsewhere (API-only process)",
+        "gpus": len(service.registry.inventory.devices),
+        "simulated_gpus": service.registry.inventory.simulated,
+        "running_jobs": service.running_jobs(),
     }
     return JSONResponse(body, status_code=200 if alive else 503)
 

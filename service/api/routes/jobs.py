@@ -59,8 +59,8 @@ async def submit_job(
 ) -> Response:
     """Queues a training job. 422 names the field when the spec can never run here."""
     if dry_run:
-        return as_json(await asyncio.to_thread(service.preview, spec, caller))
-    stored = await service.submit_async(spec, caller, idempotency_key)
+        return as_json(await asyncio.to_thread(service.jobs.preview, spec, caller))
+    stored = await service.jobs.submit_async(spec, caller, idempotency_key)
     created = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
     return as_json(JobPublic.of(stored.row), created)
 
@@ -118,20 +118,20 @@ async def get_job(
 def cancel_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
     """Cancels a queued job at once; a running one gets SIGTERM, then SIGKILL after the grace
     period. Owner or admin; 409 if the job already ended."""
-    return JobPublic.of(service.cancel(job_id, caller))
+    return JobPublic.of(service.jobs.cancel(job_id, caller))
 
 
 @router.post("/{job_id}/hold")
 def hold_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
     """Keeps a queued job from starting until it is released. Owner or admin; 409 unless
     queued."""
-    return JobPublic.of(service.hold(job_id, caller, held=True))
+    return JobPublic.of(service.jobs.hold(job_id, caller, held=True))
 
 
 @router.post("/{job_id}/release")
 def release_job(job_id: JobId, service: ServiceDep, caller: CallerDep) -> JobPublic:
     """Lets a held job start again. Owner or admin; 409 unless queued."""
-    return JobPublic.of(service.hold(job_id, caller, held=False))
+    return JobPublic.of(service.jobs.hold(job_id, caller, held=False))
 
 
 @router.patch("/{job_id}")
@@ -139,7 +139,7 @@ def change_job(
     job_id: JobId, change: JobChange, service: ServiceDep, caller: CallerDep
 ) -> JobPublic:
     """Changes a job's priority: an admin freely, its owner only downwards."""
-    job = service.change_priority(job_id, caller, change.priority)
+    job = service.jobs.change_priority(job_id, caller, change.priority)
     # `{}` changes nothing and answers anyone: as a read does. Otherwise owner or admin.
     return as_seen_by(caller, JobPublic.of(job), service.settings)
 
@@ -172,10 +172,11 @@ def job_logs(
 ) -> Response:
     """The current attempt's output (stdout and stderr) as text/plain."""
     media_type = "text/plain; charset=utf-8"
-    path = service.log_path(job_id, caller)  # 404 before any stream starts
+    path = service.jobs.log_path(job_id, caller)  # 404 before any stream starts
     if follow:
+        jobs_part = service.jobs
         stream = follow_log(
-            lambda: service.log_path(job_id, caller), lambda: service.ended(job_id), offset
+            lambda: jobs_part.log_path(job_id, caller), lambda: jobs_part.ended(job_id), offset
         )
         return StreamingResponse(stream, media_type=media_type)
     body, end = read_log(path, offset=offset, tail=tail) if path else (b"", 0)

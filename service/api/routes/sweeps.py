@@ -34,7 +34,7 @@ def submit_sweep(
 ) -> SweepPublic:
     """Queues every member of a sweep at once, or none: 422 names the field when a member
     could never run here, or when the sweep would make more members than GPUQ_MAX_SWEEP_JOBS."""
-    sweep, created = service.submit_sweep(spec, caller, idempotency_key)
+    sweep, created = service.sweeps.submit(spec, caller, idempotency_key)
     if not created:
         response.status_code = status.HTTP_200_OK
     return views.detail(service.db, sweep)
@@ -75,18 +75,18 @@ def sweep_metrics(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> 
 def cancel_sweep(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> SweepPublic:
     """Cancels the queued members at once and stops the running ones (SIGTERM, then SIGKILL
     after the grace period). Owner or admin; 409 if every member already ended."""
-    return views.detail(service.db, service.cancel_sweep(sweep_id, caller))
+    return views.detail(service.db, service.sweeps.cancel(sweep_id, caller))
 
 
 @router.post("/{sweep_id}/hold")
 def hold_sweep(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> SweepPublic:
     """Keeps the queued members from starting until the sweep is released; running ones go
     on. Owner or admin; 409 if no member is queued."""
-    return views.detail(service.db, service.hold_sweep(sweep_id, caller, held=True))
+    return views.detail(service.db, service.sweeps.hold(sweep_id, caller, held=True))
 
 
 @router.post("/{sweep_id}/release")
 def release_sweep(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> SweepPublic:
     """Lets a held sweep's queued members start again. Owner or admin; 409 if none is
     queued."""
-    return views.detail(service.db, service.hold_sweep(sweep_id, caller, held=False))
+    return views.detail(service.db, service.sweeps.hold(sweep_id, caller, held=False))

@@ -35,7 +35,7 @@ async def job_terminal(
         caller = await get_caller(websocket, service, authorization)
         job = jobs.get_job(service.db, job_id)
         runner_pid = terminal.check_attach(job, caller)
-        sock = terminal.connect(
+        sock = terminal.connect_to_runner(
             RunDir.of(service.settings.runs_dir, job_id, job.attempt), runner_pid
         )
     except (GpuqError, HTTPException) as exc:

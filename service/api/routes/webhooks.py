@@ -6,10 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuq.contract.spec import WebUrl
 from service import webhooks
+from service.addresses import AllowList
 from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
 from service.public import WebhookDeliveryList, WebhookDeliveryPublic, WebhookPublic
-from service.webhooks.addresses import AllowList
 
 router = APIRouter(tags=["webhooks"], responses=documented(400, 401, 413))
 

@@ -4,17 +4,15 @@ Slurm places and orders the jobs; gpuq's runner is each job's batch step, so the
 directory (on storage the nodes share) works exactly as on a box: `events.jsonl` for
 progress, `exit.json` for how the job ended, checkpoints for retries. The runner's files
 say when a job started and ended; one `squeue` for all jobs (backing off while nothing
-changes) says why waiting jobs wait and how Slurm ended the others.
+changes) says why waiting jobs wait and how Slurm ended the others (`queue_view`). The
+cluster's nodes are `SlurmNodes`' to list.
 """
 
 import logging
 import shlex
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuq.contract import job_files
@@ -22,19 +20,27 @@ from gpuq.contract.processes import RUNNER_MODULE
 from gpuq.contract.run_records import exit_record
 from gpuq.contract.rundir import RunDir, read_json
 from gpuq.contract.spec import PRIORITY_MAX, SlurmOptions
-from service.executors.base import Exit, Launch, LaunchError, Node, Started, Waiting
+from service.executors.base import (
+    Exit,
+    Launch,
+    LaunchError,
+    Node,
+    QueueingExecutor,
+    Standby,
+    Started,
+    Waiting,
+)
 from service.executors.prepare import prepare_run
 from service.executors.slurm import commands
 from service.executors.slurm.commands import SlurmError
-from service.executors.slurm.states import Phase, phase, verdict
+from service.executors.slurm.environment import describe_filesystem
+from service.executors.slurm.nodes import SlurmNodes
+from service.executors.slurm.queue_view import ENDING_POLL_S, HandedJob, QueueView
+from service.executors.slurm.states import Phase, verdict
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: how soon to ask Slurm again once a runner has written `exit.json`
-ENDING_POLL_S = 0.5
-#: how long `sinfo`'s answer is kept (every `GET /v1/gpus` and submission reads it)
-NODES_EVERY_S = 2.0
 #: the batch script, in the attempt's folder
 SCRIPT = "slurm.sh"
 
@@ -45,38 +51,6 @@ def nice(priority: int) -> int:
     return PRIORITY_MAX - priority
 
 
-@dataclass
-class _Job:
-    """A handed-over attempt, as gpuq last learnt it from Slurm and the run directory."""
-
-    job_id: int
-    slurm_id: str
-    run: RunDir
-    state: str = "PENDING"  #: Slurm's last word; "" once Slurm no longer knows the job
-    reason: str = ""
-    position: int = 0
-    held: bool = False
-    priority: int = 0
-    after: tuple[str, ...] = ()
-    reported_start: bool = False
-
-    @property
-    def phase(self) -> Phase:
-        return phase(self.state) if self.state else Phase.ended
-
-    def why(self) -> str:
-        """Slurm's reason for a waiting job (`None` until its scheduler has looked)."""
-        if self.reason in ("", "None"):
-            return f"{self.state}, not yet considered by Slurm's scheduler"
-        return self.reason
-
-    def ran(self) -> bool:
-        """The runner started: its files are the authority, whatever `squeue` said last."""
-        return job_files.exists(self.run.path, self.run.runner.name) or job_files.exists(
-            self.run.path, self.run.exit.name
-        )
-
-
 class SlurmExecutor:
     name = "slurm"
 
@@ -84,18 +58,15 @@ class SlurmExecutor:
         self.settings = settings
         self.runs_dir = settings.runs_dir
         self.python = settings.slurm_python or sys.executable
-        self._jobs: dict[int, _Job] = {}
-        self._lock = threading.Lock()
-        self._interval = settings.slurm_poll_s
-        self._next_poll = 0.0
-        self._has_sacct: bool | None = None
-        self._nodes: tuple[float, list[Node]] | None = None  #: when asked, and the answer
-        self._on_exit: Callable[[], None] = lambda: None
+        self._queue = QueueView(settings)
+        # Shared with the queue's view, which brings them up to date.
+        self._jobs, self._lock = self._queue.jobs, self._queue.lock
+        self._cluster = SlurmNodes(settings)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def open(self, on_exit: Callable[[], None]) -> None:
-        self._on_exit = on_exit
+        self._queue.on_exit = on_exit
         log.warning(
             "Slurm executor: run directories are under %s (%s), which every compute node "
             "must mount at the same path (shared storage); gpuq's runner on the nodes is %s",
@@ -121,6 +92,26 @@ class SlurmExecutor:
             raise LaunchError(f"could not write the run directory: {exc}") from exc
         # Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it gives the job.
         env.pop("CUDA_VISIBLE_DEVICES", None)
+        argv = self._sbatch_argv(launch, script, run)
+        try:
+            slurm_id = commands.parse_sbatch(commands.run(argv, env))
+        except SlurmError as exc:
+            raise LaunchError(f"Slurm refused the job: {exc}") from exc
+        with self._lock:
+            self._jobs[launch.job_id] = HandedJob(
+                launch.job_id,
+                slurm_id,
+                run,
+                held=launch.held,
+                priority=launch.priority,
+                after=launch.after,
+            )
+            self._queue.poll_soon(self.settings.slurm_poll_s)
+        log.info("job %d: handed to Slurm as job %s", launch.job_id, slurm_id)
+        return Started(slurm_id)
+
+    def _sbatch_argv(self, launch: Launch, script: Path, run: RunDir) -> list[str]:
+        """`sbatch` for `launch`: the spec's Slurm options over the site's defaults."""
         spec = launch.spec
         asked = spec.slurm or SlurmOptions()
         where = asked.model_copy(
@@ -129,7 +120,7 @@ class SlurmExecutor:
                 "account": asked.account or self.settings.slurm_account,
             }
         )
-        argv = commands.sbatch_argv(
+        return commands.sbatch_argv(
             job_id=launch.job_id,
             script=str(script),
             output=str(run.log),
@@ -143,22 +134,6 @@ class SlurmExecutor:
             extra=self.settings.slurm_sbatch_args,
             run_as=launch.run_as,
         )
-        try:
-            slurm_id = commands.parse_sbatch(commands.run(argv, env))
-        except SlurmError as exc:
-            raise LaunchError(f"Slurm refused the job: {exc}") from exc
-        with self._lock:
-            self._jobs[launch.job_id] = _Job(
-                launch.job_id,
-                slurm_id,
-                run,
-                held=launch.held,
-                priority=launch.priority,
-                after=launch.after,
-            )
-            self._poll_soon(self.settings.slurm_poll_s)
-        log.info("job %d: handed to Slurm as job %s", launch.job_id, slurm_id)
-        return Started(slurm_id)
 
     def _script(self, run_dir: Path) -> str:
         """The batch script: gpuq's runner, as on a box. (sbatch reads it as it submits,
@@ -178,15 +153,15 @@ class SlurmExecutor:
         with self._lock:
             # Waiting until `squeue` or its runner's files say otherwise (at once: the next
             # call polls).
-            job = _Job(job_id, executor_job_id, self.run_dir(job_id, attempt))
+            job = HandedJob(job_id, executor_job_id, self.run_dir(job_id, attempt))
             self._jobs[job_id] = job
-            self._poll_soon(0.0)
+            self._queue.poll_soon(0.0)
         return not job_files.exists(job.run.path, job.run.exit.name)
 
     # --- following them --------------------------------------------------------------------
 
     def waiting(self) -> dict[int, Waiting]:
-        self._refresh()
+        self._queue.refresh()
         with self._lock:
             return {
                 job.job_id: Waiting(f"Slurm: {job.why()}", job.position or None)
@@ -195,7 +170,7 @@ class SlurmExecutor:
             }
 
     def started(self) -> list[int]:
-        self._refresh()
+        self._queue.refresh()
         with self._lock:
             began = [
                 job
@@ -207,7 +182,7 @@ class SlurmExecutor:
         return [job.job_id for job in began]
 
     def exited(self) -> list[Exit]:
-        self._refresh()
+        self._queue.refresh()
         with self._lock:
             # One that ran is reported started (`started`, the next step's `follow`) before
             # its end: it can start and end between this step's looks, and gpuq cannot end
@@ -258,7 +233,7 @@ class SlurmExecutor:
                 log.warning("job %d: %s", job_id, exc)
         if updates:
             with self._lock:
-                self._poll_soon(0.0)
+                self._queue.poll_soon(0.0)
 
     def withdraw(self, job_id: int) -> None:
         with self._lock:
@@ -269,7 +244,7 @@ class SlurmExecutor:
     def signal(self, job_id: int, sig: signal.Signals) -> None:
         with self._lock:
             job = self._jobs.get(job_id)
-            self._poll_soon(ENDING_POLL_S)
+            self._queue.poll_soon(ENDING_POLL_S)
         if job is None:
             return
         if sig == signal.SIGKILL:
@@ -280,7 +255,7 @@ class SlurmExecutor:
             # The runner (the batch step) passes it on to the training process group.
             self._scancel(job, ["--batch", f"--signal={sig.name.removeprefix('SIG')}"])
 
-    def _scancel(self, job: _Job, options: list[str]) -> None:
+    def _scancel(self, job: HandedJob, options: list[str]) -> None:
         try:
             commands.run(["scancel", *options, job.slurm_id])
         except SlurmError as exc:
@@ -289,106 +264,12 @@ class SlurmExecutor:
     def job_sessions(self) -> dict[int, int]:
         return {}  # the jobs' processes run on the compute nodes
 
+    def own_queue(self) -> QueueingExecutor:
+        return self  # Slurm places and orders; gpuq hands it the queue
+
+    def standbys(self) -> list[Standby]:
+        return []  # the nodes keep no warm pool
+
     def nodes(self) -> list[Node]:
-        """The partition's GPU nodes from `sinfo`, asked at most every `NODES_EVERY_S`."""
-        now = time.monotonic()
-        if self._nodes is None or now - self._nodes[0] >= NODES_EVERY_S:
-            argv = commands.sinfo_argv(self.settings.slurm_partition)
-            listed = [n for n in commands.parse_sinfo(commands.run(argv)) if n.gpus]
-            self._nodes = (now, listed)
-        return self._nodes[1]
-
-    # --- asking Slurm ------------------------------------------------------------------------
-
-    def _poll_soon(self, within_s: float) -> None:
-        self._interval = self.settings.slurm_poll_s
-        self._next_poll = min(self._next_poll, time.monotonic() + within_s)
-
-    def _refresh(self) -> None:
-        """One `squeue` for every job, when due: soon after anything happened, then
-        backing off (doubling up to `slurm_poll_max_s`) while nothing changes."""
-        with self._lock:
-            if any(
-                job_files.exists(j.run.path, j.run.exit.name)
-                for j in self._jobs.values()
-                if j.reported_start
-            ):
-                self._next_poll = min(self._next_poll, time.monotonic() + ENDING_POLL_S)
-            if not self._jobs or time.monotonic() < self._next_poll:
-                return
-            jobs = dict(self._jobs)
-        names = sorted({f"gpuq-{job_id}" for job_id in jobs})
-        try:
-            rows = commands.parse_squeue(commands.run(commands.squeue_argv(names)))
-        except SlurmError as exc:
-            log.warning("cannot follow gpuq's Slurm jobs: %s", exc)
-            self._back_off(changed=False)
-            return
-        pending = [row for row in rows if phase(row.state) == Phase.waiting]
-        positions = {row.slurm_id: n for n, row in enumerate(pending, 1)}  # Slurm's order
-        by_id = {row.slurm_id: (positions.get(row.slurm_id, 0), row) for row in rows}
-        forgotten = [job.slurm_id for job in jobs.values() if job.slurm_id not in by_id]
-        final = self._accounted(forgotten) if forgotten else {}
-        changed = False
-        with self._lock:
-            for job in jobs.values():
-                before = (job.state, job.reason)
-                if job.slurm_id in by_id:
-                    job.position, row = by_id[job.slurm_id]
-                    job.state, job.reason = row.state, row.reason
-                else:
-                    job.state, job.reason = final.get(job.slurm_id, ""), ""
-                changed |= (job.state, job.reason) != before
-            self._back_off(changed)
-        if changed and any(job.phase == Phase.ended for job in jobs.values()):
-            self._on_exit()
-
-    def _back_off(self, changed: bool) -> None:
-        settings = self.settings
-        if changed:
-            self._interval = settings.slurm_poll_s
-        else:
-            self._interval = min(self._interval * 2, settings.slurm_poll_max_s)
-        self._next_poll = time.monotonic() + self._interval
-
-    def _accounted(self, slurm_ids: list[str]) -> dict[str, str]:
-        """Final states of jobs the controller no longer holds, from `sacct` when the
-        cluster keeps accounting; {} when it does not (then `exit.json` alone decides)."""
-        if self._has_sacct is False:
-            return {}
-        try:
-            states = commands.parse_sacct(commands.run(commands.sacct_argv(slurm_ids)))
-        except SlurmError as exc:
-            if self._has_sacct is None:
-                log.info("no Slurm accounting (%s): exit.json alone says how jobs ended", exc)
-            self._has_sacct = False
-            return {}
-        self._has_sacct = True
-        return states
-
-
-def slurm_environment_ok() -> str | None:
-    """None if Slurm's commands answer here; otherwise why not."""
-    try:
-        commands.run(["sinfo", "--version"])
-    except SlurmError as exc:
-        return str(exc)
-    return None
-
-
-def describe_filesystem(path: Path) -> str:
-    """The filesystem under `path`, from /proc/mounts (for the start-up warning)."""
-    best, kind = "", "unknown"
-    try:
-        with open("/proc/mounts") as mounts:
-            for line in mounts:
-                fields = line.split()
-                if (
-                    len(fields) >= 3
-                    and str(path).startswith(fields[1])
-                    and len(fields[1]) > len(best)
-                ):
-                    best, kind = fields[1], fields[2]
-    except OSError:
-        pass
-    return f"{kind} mounted at {best or '?'}"
+        """The partition's GPU nodes from `sinfo` (`SlurmNodes`, which caches them)."""
+        return self._cluster.nodes()

@@ -32,10 +32,10 @@ def test_what_gpuqs_own_writers_emit_passes(tmp_path):
     writer.close()
     parsed = [event_records.parse(line) for line in lines(tmp_path / "events.jsonl")]
     assert [type(p).__name__ for p in parsed] == [
-        "Running",
-        "Started",
-        "Failed",
-        "Stopped",
+        "RunningRecord",
+        "StartedRecord",
+        "FailedRecord",
+        "StoppedRecord",
         "NoneType",  # resumed and finished: the service does not read them
         "NoneType",
     ]
@@ -60,7 +60,7 @@ def test_what_the_keras_callback_emits_passes(tmp_path):
     for line in written:
         event_records.parse(line)
     epoch = event_records.parse(written[2])
-    assert isinstance(epoch, event_records.Epoch)
+    assert isinstance(epoch, event_records.EpochRecord)
     assert epoch.metrics == {"loss": 0.4, "val_loss": None, "mae": 1.0}
     assert epoch.progress is not None and epoch.progress.epochs == 3
 
@@ -118,7 +118,7 @@ def test_within_the_bounds_passes_and_non_finite_numbers_read_as_null():
             "from_a_user": {"nested": [1, 2]},
         }
     )
-    assert isinstance(step, event_records.Step)
+    assert isinstance(step, event_records.StepRecord)
     assert step.metrics is not None and len(step.metrics) == MAX_METRICS
     assert step.metrics["m0"] is None
     assert step.progress is not None

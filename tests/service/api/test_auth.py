@@ -6,7 +6,7 @@ import pytest
 
 from service.store.db import Database
 from service.team import users
-from tests.conftest import job_spec
+from tests.conftest import job_spec, serving
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -187,9 +187,15 @@ def test_every_mutation_is_audited(team):
     assert {e["action"] for e in entries} >= {"user_add"}
 
 
-def test_a_queue_quota_answers_429(team, settings):
-    api, tokens = team
-    api.app.state.service.settings = settings.model_copy(update={"max_jobs_queued": 2})
+def test_a_queue_quota_answers_429(settings):
+    with serving(settings.model_copy(update={"max_jobs_queued": 2}), schedule=False) as api:
+        db = api.app.state.service.db
+        tokens = {"ana": users.add_user(db, "ana"), "bo": users.add_user(db, "bo")}
+        queue_three(api, tokens)
+
+
+def queue_three(api, tokens: dict[str, str]) -> None:
+    """ana's third queued job is one over GPUQ_MAX_JOBS_QUEUED=2; bo's first is his own."""
     for _ in range(2):
         assert api.post("/v1/jobs", json=job_spec(), headers=auth(tokens["ana"])).status_code == 201
     third = api.post("/v1/jobs", json=job_spec(), headers=auth(tokens["ana"]))

@@ -18,7 +18,7 @@ from gpuq.http import Client
 from service.api.app import create_app
 from service.api.local_socket import PEER_UID
 from service.api.open_mode import names_this_machine
-from service.runtime import Service
+from service.runtime import open_api
 from service.settings import Settings
 from service.team import users
 from tests.conftest import job_spec, serving
@@ -146,7 +146,7 @@ def over_socket(app: Any, uid: int) -> Any:
 @contextmanager
 def on_socket(settings: Settings, uid: int) -> Iterator[TestClient]:
     """A client of the API as the account `uid` reaches it on the local socket."""
-    service = Service.open(settings, schedule=False)
+    service = open_api(settings)
     app = over_socket(create_app(settings, service), uid)
     try:
         # Not `local_client`: on the socket, any name and no address at all will do.

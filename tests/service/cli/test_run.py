@@ -12,7 +12,7 @@ from gpuq.http import Client
 from service.cli import units
 from service.cli.follow import exit_code_of, state_line
 from service.cli.main import main
-from service.cli.run_spec import BadOption, RunOptions, build, default_name, travelling
+from service.cli.run_spec import BadOption, RunOptions, build_spec, default_name, travelling
 
 
 @pytest.mark.parametrize(
@@ -52,11 +52,11 @@ def test_a_duration_that_is_none_says_how_to_write_one(text):
 
 def test_a_time_of_day_is_the_next_one_and_an_iso_time_keeps_its_zone():
     now = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
-    assert units.moment("18:00", now).astimezone(UTC).date().day in (24, 25)
-    assert units.moment("18:00", now) > now
-    assert units.moment("2026-11-25T06:00Z", now) == datetime(2026, 11, 25, 6, tzinfo=UTC)
+    assert units.parse_moment("18:00", now).astimezone(UTC).date().day in (24, 25)
+    assert units.parse_moment("18:00", now) > now
+    assert units.parse_moment("2026-11-25T06:00Z", now) == datetime(2026, 11, 25, 6, tzinfo=UTC)
     with pytest.raises(ValueError, match="not a time"):
-        units.moment("tomorrow", now)
+        units.parse_moment("tomorrow", now)
 
 
 CALLER = {
@@ -83,7 +83,7 @@ def test_only_the_named_environment_travels():
 
 def test_the_spec_carries_the_program_found_on_the_callers_path_and_the_options():
     options = RunOptions(gpus=2, mem_mb=8192, time_s=60, after=[3], env=["WANDB_API_KEY", "X=1"])
-    spec = build("command", ["sh", "-c", "exit 0"], options, cwd="/work", environ=CALLER)
+    spec = build_spec("command", ["sh", "-c", "exit 0"], options, cwd="/work", environ=CALLER)
     JobSpec.model_validate(spec, strict=False)
     assert spec["command"]["argv"][0] in ("/usr/bin/sh", "/bin/sh")
     assert spec["command"]["workdir"] == "/work"
@@ -109,7 +109,7 @@ def test_the_spec_carries_the_program_found_on_the_callers_path_and_the_options(
 )
 def test_a_value_the_spec_refuses_names_its_option(options, argv, option):
     with pytest.raises(BadOption) as refused:
-        build("command", argv, options, cwd="/", environ=CALLER)
+        build_spec("command", argv, options, cwd="/", environ=CALLER)
     assert refused.value.option == option
 
 

@@ -4,7 +4,7 @@ on the real test cluster in tests/slurm/test_doctor_nodes.py)."""
 from typing import Any
 
 from service.doctor.node_probe import package_version
-from service.doctor.nodes import judge
+from service.doctor.nodes import checks_from_probe
 
 HERE = package_version("gpuq")
 
@@ -23,7 +23,7 @@ def said(rank: int, node: str, **fields: Any) -> dict[str, Any]:
 
 
 def statuses(*records: dict[str, Any], seen: dict[int, Any] | None = None) -> dict[str, Any]:
-    found = judge(
+    found = checks_from_probe(
         list(records),
         seen if seen is not None else {r["rank"]: r for r in records},
         nodes=2,
@@ -85,7 +85,7 @@ def test_a_node_missing_from_srun_s_output():
 
 
 def test_srun_that_ran_nothing_is_one_check_with_its_words():
-    found = judge(
+    found = checks_from_probe(
         [],
         {},
         nodes=2,

@@ -3,10 +3,10 @@
 import pytest
 from sqlalchemy import text
 
+from gpuq.contract.states import GpuState
 from service.gpus import registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry, change_state
-from service.gpus.states import GpuState
 from service.store.tables import Allocation, Gpu, Job
 from service.team import audit
 

@@ -1,4 +1,4 @@
-"""Group commit (`jobs.submissions`): concurrent submissions share one commit, and each
+"""Group commit (`jobs.group_commit`): concurrent submissions share one commit, and each
 gets its own answer, in submission order, as if it had been stored alone."""
 
 import asyncio
@@ -17,12 +17,13 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
 from service import jobs
 from service.errors import Conflict, Forbidden, Invalid, TooMany, Unavailable
-from service.jobs.submissions import Submissions
-from service.jobs.submit import Limits, Stored, Submission, submission
+from service.jobs.group_commit import Submissions
+from service.jobs.submission import Limits, Stored, Submission, submission
 from service.store.db import Database
 from service.store.tables import AuditEntry, Job
 from service.team.users import Caller
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -133,10 +134,8 @@ def test_a_mixed_batch_answers_each_submission_as_if_it_were_alone(
     db: Database, submissions: Submissions, commits: list[int]
 ):
     limits = Limits(max_jobs_queued=4)
-    first, _ = jobs.create_job(
-        db, spec=spec(name="first"), caller=ANA, idempotency_key="k", limits=limits
-    )
-    cancelled, _ = jobs.create_job(db, spec=spec(name="cancelled"), caller=ANA)
+    first, _ = submit_job(db, spec=spec(name="first"), caller=ANA, idempotency_key="k")
+    cancelled, _ = submit_job(db, spec=spec(name="cancelled"), caller=ANA)
     jobs.cancel_job(db, cancelled.id, ANA)
     batch = [
         submission(spec(name="first"), ANA, "k", limits),  # 0: replay of `first`

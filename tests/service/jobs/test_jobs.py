@@ -7,12 +7,13 @@ from service.errors import Conflict, Invalid, NotFound
 from service.public import JobPublic
 from service.store.db import Database
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def make(db: Database, **overrides) -> int:
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
     assert job.id is not None
     return job.id
 
@@ -72,13 +73,13 @@ def test_cancel_of_a_running_job_asks_the_scheduler(db):
 
 def test_idempotency_key_returns_the_first_job(db):
     spec = JobSpec.model_validate(job_spec())
-    first, created = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="k1")
-    again, created_again = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="k1")
+    first, created = submit_job(db, spec=spec, caller=ANA, idempotency_key="k1")
+    again, created_again = submit_job(db, spec=spec, caller=ANA, idempotency_key="k1")
     assert (created, created_again) == (True, False)
     assert again.id == first.id
     other = JobSpec.model_validate(job_spec(name="other"))
     with pytest.raises(Conflict):
-        jobs.create_job(db, spec=other, caller=ANA, idempotency_key="k1")
+        submit_job(db, spec=other, caller=ANA, idempotency_key="k1")
 
 
 def test_listing_pages_newest_first_and_filters(db):
@@ -98,7 +99,7 @@ def test_listing_pages_newest_first_and_filters(db):
 
 
 def test_a_job_read_without_the_orm_looks_the_same_as_through_it(db: Database):
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     with db.write() as session:
         jobs.transition(
             session,
@@ -123,8 +124,8 @@ def test_a_submissions_answer_is_the_job_as_read_back(db: Database):
     spec = JobSpec.model_validate(
         job_spec(not_before="2030-01-02T03:04:05.123456Z", depends_on=[first], priority=-3)
     )
-    job, created = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="same")
-    again, created_again = jobs.create_job(db, spec=spec, caller=ANA, idempotency_key="same")
+    job, created = submit_job(db, spec=spec, caller=ANA, idempotency_key="same")
+    again, created_again = submit_job(db, spec=spec, caller=ANA, idempotency_key="same")
     assert (created, created_again) == (True, False)
     assert job.model_dump() == again.model_dump() == jobs.get_job(db, job.id).model_dump()
     public = JobPublic.of(job)

@@ -19,10 +19,10 @@ from gpuq.contract.outcome import Outcome, classify
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from gpuq.contract.sweep import SweepSpec
-from service import jobs
 from service.executors import Exit
 from service.jobs import writes
 from service.jobs.privacy import MEANING, OWN_WORDS, public_message
+from service.runtime import open_api
 from service.scheduler import finishing
 from service.settings import Settings
 from service.store.db import Database
@@ -31,7 +31,9 @@ from service.sweeps.expand import expand
 from service.sweeps.submit import create_sweep
 from service.team import users
 from service.team.users import Caller
+from tests import submitting
 from tests.conftest import serving
+from tests.submitting import submit_job
 
 SECRET = "s3cr3t"
 OOM_LINE = f"CUDA out of memory. Tried to allocate 2 GiB ({SECRET}-log)"
@@ -65,12 +67,21 @@ def team(settings: Settings) -> Iterator[tuple[TestClient, dict[str, str]]]:
     with serving(owner_mode(settings), schedule=False) as api:
         db = api.app.state.service.db
         names = {"ana": False, "bo": False, "root": True}
-        yield api, {name: users.add_user(db, name, admin=admin) for name, admin in names.items()}
+        tokens = {name: users.add_user(db, name, admin=admin) for name, admin in names.items()}
+        # ana's jobs were queued while gpuq ran jobs as its own account: to admit them now,
+        # GPUQ_RUN_AS=owner would need a Unix account of ana's that can run gpuq.
+        before = open_api(settings)
+        submitting.served(before, db)
+        try:
+            yield api, tokens
+        finally:
+            submitting.unserved(db)
+            before.close()
 
 
 def failed_job(db: Database, outcome: Outcome = FAILED) -> int:
     """Ana's job, ended as the scheduler ends one, with its log's last lines."""
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
+    job, _ = submit_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
     assert job.id is not None
     with db.write() as session:
         assert writes.transition(session, job.id, JobStatus.starting, assigned_gpus=[1])
@@ -114,7 +125,7 @@ def test_another_member_sees_a_jobs_state_but_not_what_its_run_said(team):
 def test_a_retry_shows_others_why_the_attempt_failed_but_not_its_words(team):
     api, tokens = team
     db = api.app.state.service.db
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
+    job, _ = submit_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
     assert job.id is not None
     with db.write() as session:
         assert writes.transition(session, job.id, JobStatus.starting, attempt=1)
@@ -195,13 +206,13 @@ def test_a_host_oom_in_the_jobs_own_words_shows_others_gpuqs_alone(team):
 def test_words_forged_into_exit_json_end_the_job_in_gpuqs_words_for_everyone(team, caplog):
     api, tokens = team
     db = api.app.state.service.db
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
+    job, _ = submit_job(db, spec=JobSpec.model_validate(SPEC), caller=Caller("ana", False))
     assert job.id is not None
     # ana's job wrote its own exit.json: a "lost node" named by a notice
     forged = {"exit_code": None, "nodes": 2, "node": NOTICE, "node_rank": 1, "node_lost": True}
     row = SimpleNamespace(message=None, stop_reason=None, spec=SPEC, preempted_by=None)
     with caplog.at_level(logging.WARNING, logger="service.scheduler.finishing"):
-        said = finishing.judge(Exit(job.id, forged), row, [])
+        said = finishing.judge_exit(Exit(job.id, forged), row, [])
     (warned,) = [r for r in caplog.records if r.name == "service.scheduler.finishing"]
     assert f"job {job.id}: its exit.json breaks the contract" in warned.getMessage()
     assert "NOTICE" not in warned.getMessage()

@@ -11,7 +11,7 @@ import pytest
 
 from gpuq.contract.rundir import RunDir
 from service.errors import Unavailable
-from service.jobs.terminal import _window, connect
+from service.jobs.terminal import _window, connect_to_runner
 
 
 def listen(path: Path) -> socket.socket:
@@ -37,7 +37,7 @@ def test_the_runners_own_socket_is_reached_even_past_108_bytes(run: RunDir):
         listener = listen(Path(run.terminal.name))
     finally:
         os.chdir(cwd)
-    with listener, connect(run, os.getpid()) as sock:
+    with listener, connect_to_runner(run, os.getpid()) as sock:
         assert sock.fileno() >= 0
 
 
@@ -48,7 +48,7 @@ def test_a_link_to_another_sessions_socket_is_never_connected_to(run: RunDir, tm
     with listen(tmp_path / "other.sock") as other:
         run.terminal.symlink_to(tmp_path / "other.sock")
         with pytest.raises(Unavailable, match="cannot be reached"):
-            connect(run, runner_pid=os.getpid())
+            connect_to_runner(run, runner_pid=os.getpid())
         other.setblocking(False)
         with pytest.raises(BlockingIOError):
             other.accept()
@@ -74,7 +74,7 @@ def test_a_socket_of_another_process_is_refused(run: RunDir):
         assert bound.stdout is not None
         bound.stdout.readline()
         with pytest.raises(Unavailable, match="not its runner's"):
-            connect(run, runner_pid=os.getpid())
+            connect_to_runner(run, runner_pid=os.getpid())
     finally:
         bound.kill()
         bound.wait()
@@ -82,7 +82,7 @@ def test_a_socket_of_another_process_is_refused(run: RunDir):
 
 def test_no_socket_is_unavailable_not_an_error(run: RunDir):
     with pytest.raises(Unavailable, match="cannot be reached"):
-        connect(run, os.getpid())
+        connect_to_runner(run, os.getpid())
 
 
 NO_SIZES = ['{"rows": Infinity, "cols": 80}', '{"rows": NaN, "cols": 80}', '{"rows": 24}']

@@ -7,13 +7,13 @@ from sqlalchemy import update
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
-from service import jobs
 from service.jobs.writes import JOB
 from service.scheduler.ended_usage import HORIZON_HALF_LIVES, REBASE_HALF_LIVES, EndedUsage
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.store.db import Database
 from service.team.users import Caller
 from tests.conftest import command_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -24,7 +24,7 @@ OWNERS = ("ana", "bo", "cy")
 def ended(db: Database, owner: str, gpus: int, start: float, end: float) -> int:
     """A job of `owner`'s that held `gpus` GPUs from `start` to `end` and succeeded."""
     spec = JobSpec.model_validate(command_spec("pass", gpus=gpus))
-    job, _ = jobs.create_job(db, spec=spec, caller=Caller(owner, admin=False))
+    job, _ = submit_job(db, spec=spec, caller=Caller(owner, admin=False))
     moments = {
         "started_at": datetime.fromtimestamp(start, UTC),
         "finished_at": datetime.fromtimestamp(end, UTC),

@@ -12,10 +12,11 @@ from service import jobs
 from service.jobs import writes
 from service.public import Progress
 from service.scheduler import ingest
-from service.scheduler.ingest import digest, new_events, read_events, record
+from service.scheduler.ingest import digest_events, new_events, read_events, record_events
 from service.scheduler.running import MemoryRecord, Running
 from service.store.tables import JobMetric
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -47,7 +48,7 @@ def step(epoch, n, loss):
 
 
 def test_events_set_progress_metrics_and_running(db, tmp_path):
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     with db.write() as session:
         jobs.transition(session, job.id, JobStatus.starting, attempt=1)
     batch = [
@@ -71,7 +72,7 @@ def test_events_set_progress_metrics_and_running(db, tmp_path):
     events, offset = found
     assert offset == path.stat().st_size and events.trained
     with db.write() as session:
-        record(session, {job.id: found})
+        record_events(session, {job.id: found})
     job = jobs.get_job(db, job.id)
     assert job.status == JobStatus.running
     assert job.num_replicas == 2
@@ -86,19 +87,19 @@ def test_events_set_progress_metrics_and_running(db, tmp_path):
 def test_events_of_a_job_started_before_gpuq_saw_it_start_wait_for_that_start(db, tmp_path):
     """A queueing executor (Slurm) can start a job between two of gpuq's looks at its
     queue: the program's one `running` event must not be read while the job is `queued`."""
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     (tmp_path / "events.jsonl").write_text(json.dumps({"event": "running", "pid": 7}) + "\n")
     running = Running(job.id, RunDir(tmp_path), [], MemoryRecord(None))
     found = new_events(running)
     assert found is not None
     with db.write() as session:
-        assert record(session, {job.id: found}) == {}
+        assert record_events(session, {job.id: found}) == {}
     job = jobs.get_job(db, job.id)
     assert (job.status, job.events_offset) == (JobStatus.queued, 0)
     assert new_events(running) == found  # read again at the next step
     with db.write() as session:
         assert writes.mark_started(session, job.id)
-        assert record(session, {job.id: found}) == {job.id: found}
+        assert record_events(session, {job.id: found}) == {job.id: found}
     job = jobs.get_job(db, job.id)
     assert job.status == JobStatus.running and job.running_at is not None
     assert job.events_offset == found[1]
@@ -124,7 +125,9 @@ HOSTILE = [
 
 def test_bad_lines_are_skipped_and_the_good_ones_count():
     good = step(2, 3, 0.25)
-    found = digest([*HOSTILE[:5], good, *HOSTILE[5:], {"event": "started", "num_replicas": 2}])
+    found = digest_events(
+        [*HOSTILE[:5], good, *HOSTILE[5:], {"event": "started", "num_replicas": 2}]
+    )
     assert found.skipped == len(HOSTILE)
     assert found.problem == "step: Input should be a valid integer"
     assert found.values == {
@@ -186,11 +189,11 @@ def test_a_read_with_bad_lines_warns_once_naming_the_job(tmp_path, caplog):
 def test_one_jobs_failing_record_leaves_the_others(db, tmp_path, monkeypatch, caplog):
     ids = []
     for _ in range(3):
-        job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+        job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
         with db.write() as session:
             jobs.transition(session, job.id, JobStatus.starting, attempt=1)
         ids.append(job.id)
-    found = {i: (digest([step(1, 1, 0.5)]), 100) for i in ids}
+    found = {i: (digest_events([step(1, 1, 0.5)]), 100) for i in ids}
     record_progress = writes.record_progress
 
     def fails_for_the_second(session, job_id, *args, **kwargs):
@@ -200,7 +203,7 @@ def test_one_jobs_failing_record_leaves_the_others(db, tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(writes, "record_progress", fails_for_the_second)
     with db.write() as session:
-        record(session, found)
+        record_events(session, found)
     assert [jobs.get_job(db, i).status for i in ids] == [
         JobStatus.running,
         JobStatus.starting,

@@ -17,6 +17,7 @@ from service.scheduler.isolation import each_apart
 from service.store.tables import Allocation
 from tests.conftest import ANA, job_spec
 from tests.service.scheduler.test_ingest import HOSTILE
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 def started(db, settings, gpu: int, *, events: list, exit_record: dict) -> int:
     """A job left `starting` on `gpu` by a scheduler that stopped, whose runner has since
     ended, leaving these events and this exit record."""
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     with db.write() as session:
         jobs.transition(session, job.id, JobStatus.starting, assigned_gpus=[gpu], attempt=1)
         session.add(Allocation(job_id=job.id, gpu_index=gpu, memory_mb=None))
@@ -46,14 +47,14 @@ def test_a_job_whose_exit_cannot_be_recorded_fails_alone(
     # `test_an_exit_record_past_the_contract_is_judged_as_none`).
     hostile = started(db, settings, 0, events=[*HOSTILE, EPOCH], exit_record={"exit_code": 1})
     good = started(db, settings, 1, events=[EPOCH], exit_record={"exit_code": 0})
-    judge = finishing.judge
+    judge = finishing.judge_exit
 
     def fails_for_the_hostile(exit, job, tail):
         if exit.job_id == hostile:
             raise ValueError("its own data")
         return judge(exit, job, tail)
 
-    monkeypatch.setattr(finishing, "judge", fails_for_the_hostile)
+    monkeypatch.setattr(finishing, "judge_exit", fails_for_the_hostile)
     scheduler.reconcile()
     scheduler.step()
     job = jobs.get_job(db, good)
@@ -107,8 +108,8 @@ def test_one_jobs_failing_stop_leaves_the_others(db, settings, scheduler, monkey
 
 
 def test_each_apart_undoes_the_failing_jobs_writes_alone(db):
-    ids = [jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)[0].id]
-    ids.append(jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)[0].id)
+    ids = [submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)[0].id]
+    ids.append(submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)[0].id)
 
     def write(session, job_id: int, value: int) -> int:
         # The database refuses the value: the transaction must still commit the rest.

@@ -20,6 +20,7 @@ from service.scheduler.loop import Scheduler, SchedulerLocked
 from service.scheduler.queued import QueueReader
 from service.store.tables import Allocation
 from tests.conftest import ANA, command_spec, job_spec
+from tests.submitting import submit_job
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def scheduler(db, settings):
 
 
 def queue(db, **overrides) -> int:
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
     return job.id
 
 
@@ -41,7 +42,7 @@ def test_place_records_why_a_job_waits(db, scheduler):
         jobs.transition(session, holder, JobStatus.starting, assigned_gpus=[1], attempt=1)
         session.add(Allocation(job_id=holder, gpu_index=1, memory_mb=None))
     waiting = queue(db, resources={"gpu_ids": [1]})
-    scheduler.place()
+    scheduler.steps.place()
     job = jobs.get_job(db, waiting)
     assert job.status == JobStatus.queued
     assert job.wait_reason == "waiting for GPUs 1 whole; GPU 1 is held whole by job 1"
@@ -57,7 +58,7 @@ def test_a_job_left_starting_whose_runner_is_gone_is_lost_and_frees_its_gpu(
     # Launched (its run directory is there), but its runner is gone without an exit record.
     (settings.runs_dir / str(job_id) / "1").mkdir(parents=True)
     scheduler.reconcile()
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     job = jobs.get_job(db, job_id)
     assert (job.status, job.reason) == (JobStatus.failed, Reason.worker_lost)
     with db.read() as session:
@@ -115,8 +116,8 @@ def test_what_the_plan_knows_of_the_queue_is_what_the_database_holds(db, schedul
     rng = random.Random(31)
     queued = [queue(db, resources={"gpu_ids": [1]}) for _ in range(5)]
     for _ in range(40):
-        scheduler.placer._replan.forget()  # plan even where nothing changed
-        scheduler.place()
+        scheduler.steps.placer._replan.forget()  # plan even where nothing changed
+        scheduler.steps.place()
         rows = [jobs.get_job(db, i) for i in queued]
         line = sorted(rows, key=lambda j: (-j.priority, j.id))
         assert [j.queue_position for j in line] == list(range(1, len(line) + 1))
@@ -133,7 +134,7 @@ def test_what_the_plan_knows_of_the_queue_is_what_the_database_holds(db, schedul
         if action == "submit":
             queued.append(queue(db, resources={"gpu_ids": [1]}, priority=rng.randint(-2, 0)))
         with db.read() as session:  # what that plan reads, against a fresh read
-            known = scheduler.placer._queue.read(session.connection())
+            known = scheduler.steps.placer._queue.read(session.connection())
             assert known == QueueReader().read(session.connection())
 
 
@@ -144,19 +145,19 @@ def test_positions_left_behind_by_a_start_are_rewritten_when_the_period_ends(
     monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.5)
     scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
     spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
-    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    first, second, third = (submit_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
     try:
-        scheduler.place()  # numbers the second and third: 1 and 2
+        scheduler.steps.place()  # numbers the second and third: 1 and 2
         with db.write() as session:  # the first ends; the second starts at once
             jobs.transition(session, first, JobStatus.cancelled)
         scheduler.books.executor.signal(first, signal.SIGKILL)
         scheduler.books.running.pop(first)
-        scheduler.place()
+        scheduler.steps.place()
         assert jobs.get_job(db, second).status == JobStatus.starting
-        scheduler.place()  # the plan that sees that start: nothing to write
+        scheduler.steps.place()  # the plan that sees that start: nothing to write
         assert jobs.get_job(db, third).queue_position == 2  # within the period: left
         time.sleep(0.6)
-        scheduler.place()  # nothing changed since the last plan, but the period is over
+        scheduler.steps.place()  # nothing changed since the last plan, but the period is over
         assert jobs.get_job(db, third).queue_position == 1
     finally:
         for job_id in list(scheduler.books.running):
@@ -172,9 +173,9 @@ def test_positions_left_behind_on_an_idle_box_are_rewritten_when_the_period_ends
     monkeypatch.setattr(place, "POSITIONS_EVERY_S", 2.0)
     settings = scheduler.books.settings.model_copy(update={"idle_poll_s": 60.0})
     scheduler.books.settings = settings
-    maintenance.drain(db, None, "driver upgrade", "root")  # nothing starts: all wait
+    maintenance.admin_drain(db, None, "driver upgrade", "root")  # nothing starts: all wait
     spec = JobSpec.model_validate(command_spec("pass", gpus=1))
-    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    first, second, third = (submit_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
     scheduler.start()
     try:
         deadline = time.monotonic() + 10
@@ -199,21 +200,21 @@ def test_queue_positions_move_up_within_the_refresh_period_after_a_start(
     monkeypatch.setattr(place, "POSITIONS_EVERY_S", math.inf)  # the period never ends ...
     scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
     spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
-    first, second, third = (jobs.create_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
+    first, second, third = (submit_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
     try:
-        scheduler.place()  # the first takes the CPU slot; the others wait, numbered at once
+        scheduler.steps.place()  # the first takes the CPU slot; the others wait, numbered at once
         assert jobs.get_job(db, first).status == JobStatus.starting
         assert [jobs.get_job(db, i).queue_position for i in (second, third)] == [1, 2]
         with db.write() as session:  # the first ends; the second can start
             jobs.transition(session, first, JobStatus.cancelled)
         scheduler.books.executor.signal(first, signal.SIGKILL)
         scheduler.books.running.pop(first)
-        scheduler.place()
+        scheduler.steps.place()
         assert jobs.get_job(db, second).status == JobStatus.starting
         # Same wait reason, so its row is not rewritten on this start ...
         assert jobs.get_job(db, third).queue_position == 2
         monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.0)  # ... until it does
-        scheduler.place()
+        scheduler.steps.place()
         assert jobs.get_job(db, third).queue_position == 1
     finally:
         for job_id in list(scheduler.books.running):

@@ -13,11 +13,13 @@ from service.errors import NotFound
 from service.gpus import maintenance, registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
-from service.scheduler import snapshot
+from service.scheduler import readiness, snapshot
+from service.scheduler.dry_runs import DryRuns
 from service.scheduler.loop import Scheduler
 from service.store.db import utcnow
 from service.store.tables import Allocation, AuditEntry
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -40,7 +42,7 @@ def scheduler(db, settings, gpus):
 
 
 def queue(db, **overrides) -> int:
-    job, _ = jobs.create_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
+    job, _ = submit_job(db, spec=JobSpec.model_validate(job_spec(**overrides)), caller=ANA)
     return job.id
 
 
@@ -62,7 +64,7 @@ def occupy(db, gpu: int, memory_mb: int) -> int:
 def test_a_drained_gpu_gets_nothing_new_and_says_so(db, gpus, settings):
     # GPU 0 is the fuller one: best fit would take it, were it not drained.
     occupy(db, 0, 1024)
-    maintenance.drain(db, [0], "driver upgrade", "root")
+    maintenance.admin_drain(db, [0], "driver upgrade", "root")
     shared = queue(db, resources={"gpus": 1, "memory_mb": 1024})
     pinned = queue(db, resources={"gpu_ids": [0], "memory_mb": 1024})
     result = take(db, gpus, settings).inputs.plan()
@@ -73,13 +75,13 @@ def test_a_drained_gpu_gets_nothing_new_and_says_so(db, gpus, settings):
 
 
 def test_a_gpu_drained_without_a_reason_names_the_admin(db, gpus, settings):
-    maintenance.drain(db, [1], None, "root")
+    maintenance.admin_drain(db, [1], None, "root")
     [slot] = [g for g in take(db, gpus, settings).inputs.gpus if g.index == 1]
     assert slot.unavailable == "drained for maintenance (by root)"
 
 
 def test_a_whole_box_drain_places_nothing_and_every_job_says_why(db, gpus, settings, scheduler):
-    maintenance.drain(db, None, "driver upgrade", "root")
+    maintenance.admin_drain(db, None, "driver upgrade", "root")
     gpu_job = queue(db)
     cpu_job = queue(db, resources={"gpus": 0})
     held = queue(db)
@@ -90,31 +92,31 @@ def test_a_whole_box_drain_places_nothing_and_every_job_says_why(db, gpus, setti
     assert BOX_REASON.fullmatch(snap.blocked[cpu_job])
     assert snap.blocked[held].startswith("held: ")  # what is the job's own still shows first
 
-    scheduler.place()
+    scheduler.steps.place()
     for job_id in (gpu_job, cpu_job):
         job = jobs.get_job(db, job_id)
         assert job.status == JobStatus.queued and BOX_REASON.fullmatch(job.wait_reason)
-    preview = scheduler.preview(JobSpec.model_validate(job_spec()), "ana")
+    preview = DryRuns(db, settings, gpus).preview(JobSpec.model_validate(job_spec()), "ana")
     assert not preview.would_start and BOX_REASON.fullmatch(preview.wait_reason)
 
-    maintenance.resume(db, None, "root")
+    maintenance.admin_resume(db, None, "root")
     started = {p.job_id for p in take(db, gpus, settings).inputs.plan().placements}
     assert started == {gpu_job, cpu_job}
 
 
 def test_draining_again_changes_the_reason_and_resume_ends_only_what_it_names(db, gpus):
-    maintenance.drain(db, [0, 1], "first", "root")
-    maintenance.drain(db, [1], "second", "bo")
-    maintenance.drain(db, None, None, "root")
+    maintenance.admin_drain(db, [0, 1], "first", "root")
+    maintenance.admin_drain(db, [1], "second", "bo")
+    maintenance.admin_drain(db, None, None, "root")
     drains = maintenance.current(db)
     assert [(d.gpu, d.reason, d.by) for d in drains] == [
         (None, None, "root"),
         (0, "first", "root"),
         (1, "second", "bo"),
     ]
-    left = maintenance.resume(db, [1], "root")
+    left = maintenance.admin_resume(db, [1], "root")
     assert [d.gpu for d in left] == [None, 0]
-    assert maintenance.resume(db, None, "root") == []
+    assert maintenance.admin_resume(db, None, "root") == []
     with db.read() as session:
         audit = session.exec(select(AuditEntry).order_by(AuditEntry.id)).all()
     trail = [(e.actor, e.action, e.target, e.detail) for e in audit]
@@ -126,14 +128,14 @@ def test_draining_again_changes_the_reason_and_resume_ends_only_what_it_names(db
 
 def test_an_unknown_gpu_cannot_be_drained(db, gpus):
     with pytest.raises(NotFound, match="no GPU with index 7"):
-        maintenance.drain(db, [1, 7], "x", "root")
+        maintenance.admin_drain(db, [1, 7], "x", "root")
     with pytest.raises(NotFound):
-        maintenance.resume(db, [7], "root")
+        maintenance.admin_resume(db, [7], "root")
     assert maintenance.current(db) == []
 
 
 def test_the_gpu_view_shows_its_drain(db, gpus):
-    maintenance.drain(db, [1], "fan", "root")
+    maintenance.admin_drain(db, [1], "fan", "root")
     views = {g.index: g for g in gpus.describe([])}
     assert views[0].maintenance is None
     assert (views[1].maintenance.reason, views[1].maintenance.by) == ("fan", "root")
@@ -148,7 +150,7 @@ def test_a_job_waits_for_its_not_before(db, gpus, settings, scheduler):
     assert snap.blocked[waiting] == f"not before {stamp} (in 12 min)"
     assert [r.job_id for r in snap.inputs.queue] == [due]
     spec = JobSpec.model_validate(job_spec(not_before=later.isoformat()))
-    preview = scheduler.preview(spec, "ana")
+    preview = DryRuns(db, settings, gpus).preview(spec, "ana")
     assert not preview.would_start and preview.wait_reason.startswith(f"not before {stamp} (")
 
 
@@ -164,5 +166,5 @@ def test_a_job_waits_for_its_not_before(db, gpus, settings, scheduler):
 )
 def test_not_before_says_how_long_is_left(left, words):
     now = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
-    assert snapshot.not_yet(now + left, now).endswith(f"({words})")
-    assert snapshot.not_yet(now, now) is None
+    assert readiness.not_yet(now + left, now).endswith(f"({words})")
+    assert readiness.not_yet(now, now) is None

@@ -8,7 +8,7 @@ import pytest
 
 from gpuq.contract.spec import JobSpec
 from service import jobs
-from service.runtime import Service
+from service.runtime import Service, open_api, open_with_scheduler, open_with_scheduler_process
 from service.scheduler.remote import SchedulerFailed
 from service.team.users import Caller
 
@@ -30,9 +30,9 @@ def wait_status(service: Service, job_id: int, status: str) -> None:
 
 
 def test_its_commits_wake_the_apis_waiters_and_dry_runs_see_what_it_runs(settings):
-    service = Service.open(settings.model_copy(update={"max_cpu_jobs": 1}), scheduler_process=True)
+    service = open_with_scheduler_process(settings.model_copy(update={"max_cpu_jobs": 1}))
     try:
-        sleeper = service.submit(command("sleep", "30"), ANA).row["id"]
+        sleeper = service.jobs.submit(command("sleep", "30"), ANA).row["id"]
 
         async def next_notice() -> None:
             # This process commits nothing more: only a commit of the scheduler's process,
@@ -41,14 +41,14 @@ def test_its_commits_wake_the_apis_waiters_and_dry_runs_see_what_it_runs(setting
 
         asyncio.run(next_notice())
         wait_status(service, sleeper, "running")
-        preview = service.preview(command("true"), ANA)
+        preview = service.jobs.preview(command("true"), ANA)
         assert not preview.would_start
         assert preview.wait_reason is not None and "CPU" in preview.wait_reason
-        assert service.scheduler.running_jobs == 1
-        assert len(service.scheduler.job_sessions()) == 1  # the runner's, from the database
+        assert service.running_jobs() == 1
+        assert len(service.dry_runs.job_sessions()) == 1  # the runner's, from the database
         names = {family.name for family in service.scheduler.metrics()}
         assert {"gpuq_scheduler_loop_duration_seconds", "gpuq_queue_wait_seconds"} <= names
-        service.cancel(sleeper, ANA)
+        service.jobs.cancel(sleeper, ANA)
         wait_status(service, sleeper, "cancelled")
     finally:
         service.close()
@@ -56,29 +56,31 @@ def test_its_commits_wake_the_apis_waiters_and_dry_runs_see_what_it_runs(setting
 
 
 def test_a_second_scheduler_process_says_why_it_cannot_start(settings):
-    first = Service.open(settings, scheduler_process=True)
+    first = open_with_scheduler_process(settings)
     try:
         with pytest.raises(SchedulerFailed, match="already scheduling"):
-            Service.open(settings, scheduler_process=True)
+            open_with_scheduler_process(settings)
     finally:
         first.close()
 
 
 def test_an_api_only_process_answers_dry_runs_from_what_runs_elsewhere(settings):
     one_slot = settings.model_copy(update={"max_cpu_jobs": 1})
-    scheduling = Service.open(one_slot)  # the scheduler in a thread of its own process
-    api_only = Service.open(one_slot, schedule=False)
+    scheduling = open_with_scheduler(one_slot)  # the scheduler in a thread of its own process
+    api_only = open_api(one_slot)
     try:
-        assert api_only.preview(command("true"), ANA).would_start
-        sleeper = api_only.submit(command("sleep", "30"), ANA).row["id"]
+        assert api_only.jobs.preview(command("true"), ANA).would_start
+        sleeper = api_only.jobs.submit(command("sleep", "30"), ANA).row["id"]
         scheduling.scheduler.wake()  # as its own poll would, a moment later
         wait_status(api_only, sleeper, "running")
-        preview = api_only.preview(command("true"), ANA)
+        preview = api_only.jobs.preview(command("true"), ANA)
         assert not preview.would_start
         assert preview.wait_reason is not None and "CPU" in preview.wait_reason
-        assert api_only.scheduler.running_jobs == 1
-        assert api_only.scheduler.job_sessions() == scheduling.scheduler.job_sessions()
-        api_only.cancel(sleeper, ANA)
+        assert api_only.running_jobs() == 1
+        assert api_only.dry_runs.job_sessions() == set(
+            scheduling.scheduler.books.executor.job_sessions()
+        )
+        api_only.jobs.cancel(sleeper, ANA)
         scheduling.scheduler.wake()
         wait_status(api_only, sleeper, "cancelled")
     finally:

@@ -17,6 +17,7 @@ from service.scheduler import place, replan
 from service.scheduler.loop import Scheduler
 from service.store.db import utcnow
 from tests.conftest import ANA, command_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -52,26 +53,26 @@ def plans(monkeypatch) -> list[int]:
 
 
 def queue(db, spec: dict) -> int:
-    return jobs.create_job(db, spec=JobSpec.model_validate(spec), caller=ANA)[0].id
+    return submit_job(db, spec=JobSpec.model_validate(spec), caller=ANA)[0].id
 
 
 def test_nothing_changed_no_snapshot(db, scheduler, plans):
     first, second = queue(db, SLEEP), queue(db, SLEEP)
-    scheduler.place()  # the first takes the one CPU slot
-    scheduler.place()  # a job started, and the second's wait reason was written: again
+    scheduler.steps.place()  # the first takes the one CPU slot
+    scheduler.steps.place()  # a job started, and the second's wait reason was written: again
     assert len(plans) == 2
-    scheduler.place()
-    scheduler.place()
+    scheduler.steps.place()
+    scheduler.steps.place()
     assert len(plans) == 2
     assert jobs.get_job(db, second).wait_reason is not None
 
     third = queue(db, SLEEP)  # a submit
-    scheduler.place()
-    scheduler.place()  # its wait reason
+    scheduler.steps.place()
+    scheduler.steps.place()  # its wait reason
     assert jobs.get_job(db, third).queue_position == 2
     count = len(plans)
     jobs.set_held(db, second, ANA, held=True)  # a change to a queued job
-    scheduler.place()
+    scheduler.steps.place()
     assert len(plans) == count + 1
     assert jobs.get_job(db, second).wait_reason.startswith("held")
 
@@ -79,7 +80,7 @@ def test_nothing_changed_no_snapshot(db, scheduler, plans):
         jobs.transition(session, first, JobStatus.cancelled)
     scheduler.books.executor.signal(first, signal.SIGKILL)
     scheduler.books.running.pop(first)
-    scheduler.place()
+    scheduler.steps.place()
     assert jobs.get_job(db, third).status == JobStatus.starting
 
 
@@ -87,14 +88,14 @@ def test_a_job_waiting_for_a_moment_is_planned_when_it_falls_due(db, scheduler, 
     # Far enough that three steps end before it even on a loaded machine.
     soon = utcnow() + timedelta(seconds=3)
     job_id = queue(db, {**SLEEP, "not_before": soon.isoformat()})
-    scheduler.place()
-    scheduler.place()  # its wait reason was written
+    scheduler.steps.place()
+    scheduler.steps.place()  # its wait reason was written
     count = len(plans)
-    scheduler.place()
+    scheduler.steps.place()
     assert len(plans) == count
     assert jobs.get_job(db, job_id).status == JobStatus.queued
     time.sleep(max(0.0, (soon - utcnow()).total_seconds()) + 0.1)
-    scheduler.place()
+    scheduler.steps.place()
     assert len(plans) == count + 1
     assert jobs.get_job(db, job_id).status == JobStatus.starting
 
@@ -102,11 +103,11 @@ def test_a_job_waiting_for_a_moment_is_planned_when_it_falls_due(db, scheduler, 
 def test_an_admins_drain_is_planned_at_once(db, scheduler, plans):
     queue(db, SLEEP)
     waiting = queue(db, SLEEP)
-    scheduler.place()
-    scheduler.place()
+    scheduler.steps.place()
+    scheduler.steps.place()
     count = len(plans)
-    maintenance.drain(db, None, "new disks", "ana")
-    scheduler.place()
+    maintenance.admin_drain(db, None, "new disks", "ana")
+    scheduler.steps.place()
     assert len(plans) == count + 1
     assert "new disks" in jobs.get_job(db, waiting).wait_reason
 

@@ -17,6 +17,7 @@ from service.store.db import utcnow
 from service.store.tables import Job
 from service.team.users import Caller
 from tests.conftest import job_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -30,7 +31,7 @@ def gpus(db, settings):
 
 def submit(db, owner: str, **overrides) -> int:
     spec = JobSpec.model_validate(job_spec(**overrides))
-    job, _ = jobs.create_job(db, spec=spec, caller=Caller(owner, admin=False))
+    job, _ = submit_job(db, spec=spec, caller=Caller(owner, admin=False))
     return job.id
 
 

@@ -19,8 +19,9 @@ from service.executors import LaunchError
 from service.jobs import writes
 from service.scheduler import ingest
 from service.scheduler.loop import Scheduler
-from service.store.tables import Allocation
+from service.store.tables import Allocation, Job
 from tests.conftest import ANA, command_spec
+from tests.submitting import submit_job
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -41,7 +42,7 @@ def commits(db) -> Iterator[list[int]]:
 
 
 def queue(db, spec: dict) -> int:
-    return jobs.create_job(db, spec=JobSpec.model_validate(spec), caller=ANA)[0].id
+    return submit_job(db, spec=JobSpec.model_validate(spec), caller=ANA)[0].id
 
 
 def until(check: Callable[[], bool], timeout_s: float = 30) -> None:
@@ -73,7 +74,7 @@ def test_one_step_claims_two_jobs_in_one_commit_and_launches_them_after_it(db, s
 
     executor.start = watched
     commits.clear()
-    scheduler.place()
+    scheduler.steps.place()
     assert len(commits) == 1
     assert launched_in == [False, False]
     for job_id in (first, second):
@@ -83,7 +84,7 @@ def test_one_step_claims_two_jobs_in_one_commit_and_launches_them_after_it(db, s
     assert set(scheduler.books.running) == {first, second}
     # The launches are recorded by the next write, which the running jobs' events need
     # anyway.
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     assert len(commits) == 2
     for job_id in (first, second):
         job = jobs.get_job(db, job_id)
@@ -100,7 +101,7 @@ def test_a_claim_that_does_not_commit_launches_nothing(db, scheduler, settings, 
     event.listen(db.writer, "commit", refuse)
     try:
         with pytest.raises(RuntimeError, match="the disk is full"):
-            scheduler.place()
+            scheduler.steps.place()
     finally:
         event.remove(db.writer, "commit", refuse)
     assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.queued] * 2
@@ -108,18 +109,18 @@ def test_a_claim_that_does_not_commit_launches_nothing(db, scheduler, settings, 
     assert scheduler.books.executor.job_sessions() == {}
     assert not settings.runs_dir.exists() or list(settings.runs_dir.iterdir()) == []
     # The next step claims and starts them.
-    scheduler.place()
+    scheduler.steps.place()
     assert [jobs.get_job(db, i).status for i in (first, second)] == [JobStatus.starting] * 2
 
 
 def test_reaping_two_exits_is_one_commit(db, scheduler, commits):
     fails = command_spec("raise SystemExit(3)", gpus=0)
     ok, failed = queue(db, command_spec("pass", gpus=0)), queue(db, fails)
-    scheduler.place()
+    scheduler.steps.place()
     pids = [runner_pid(scheduler, i) for i in (ok, failed)]
     until(lambda: all(gone(pid) for pid in pids))
     commits.clear()
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     assert len(commits) == 1
     assert jobs.get_job(db, ok).status == JobStatus.succeeded
     job = jobs.get_job(db, failed)
@@ -131,7 +132,7 @@ def test_ingest_writes_every_jobs_events_in_one_commit_and_skips_files_that_did_
     db, scheduler, commits, monkeypatch
 ):
     first, second = queue(db, SLEEP), queue(db, SLEEP)
-    scheduler.place()
+    scheduler.steps.place()
     files = [scheduler.books.running[i].run.events for i in (first, second)]
     # The runner's own event (its program started) comes first; then nothing until exit.
     until(lambda: all(p.exists() and b'"running"' in p.read_bytes() for p in files))
@@ -139,14 +140,14 @@ def test_ingest_writes_every_jobs_events_in_one_commit_and_skips_files_that_did_
         with open(path, "a") as f:
             f.write(json.dumps({"event": "started", "num_replicas": 1}) + "\n")
     commits.clear()
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     assert len(commits) == 1
     for job_id in (first, second):
         job = jobs.get_job(db, job_id)
         assert (job.status, job.num_replicas) == (JobStatus.running, 1)
     reads: list[object] = []
     monkeypatch.setattr(ingest, "read_events", lambda *a: reads.append(a) or ([], 0))
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     assert (len(commits), reads) == (1, [])
 
 
@@ -168,7 +169,7 @@ def test_reconcile_queues_again_a_claim_whose_launch_never_came(db, scheduler, c
     assert scheduler.books.running == {}
     with db.read() as session:
         assert session.exec(select(Allocation)).all() == []
-    scheduler.place()
+    scheduler.steps.place()
     assert jobs.get_job(db, job_id).attempt == 1
     until(lambda: _settled(scheduler, db, job_id))
     job = jobs.get_job(db, job_id)
@@ -176,7 +177,7 @@ def test_reconcile_queues_again_a_claim_whose_launch_never_came(db, scheduler, c
 
 
 def _settled(scheduler: Scheduler, db, job_id: int) -> bool:
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     return jobs.get_job(db, job_id).status in TERMINAL
 
 
@@ -189,12 +190,12 @@ def test_reconcile_leaves_queued_jobs_without_a_run_directory_alone(db, schedule
 
 def test_one_commit_for_what_running_jobs_said_and_how_the_others_ended(db, scheduler, commits):
     sleeps, quick = queue(db, SLEEP), queue(db, command_spec("pass", gpus=0))
-    scheduler.place()
+    scheduler.steps.place()
     events = scheduler.books.running[sleeps].run.events
     pid = runner_pid(scheduler, quick)
     until(lambda: gone(pid) and events.exists() and b'"running"' in events.read_bytes())
     commits.clear()
-    scheduler.ingest_and_reap()
+    scheduler.steps.settle()
     assert len(commits) == 1
     assert jobs.get_job(db, sleeps).status == JobStatus.running
     assert jobs.get_job(db, quick).status == JobStatus.succeeded
@@ -216,10 +217,38 @@ def test_a_claimed_job_that_cannot_be_launched_fails_and_the_others_start(db, sc
 
     executor.start = picky
     scheduler.books.settings.max_cpu_jobs = 3
-    scheduler.place()
+    scheduler.steps.place()
     for job_id, message in ((refused, "no space left on device"), (broken, "a bug")):
         job = jobs.get_job(db, job_id)
         assert (job.status, job.reason) == (JobStatus.failed, "launch_error")
         assert message in job.message
     assert jobs.get_job(db, fine).status == JobStatus.starting
     assert set(scheduler.books.running) == {fine}
+
+
+def test_each_claim_is_its_own_one_bad_job_never_undoes_anothers(db, scheduler, monkeypatch):
+    good, forged, unlucky = (queue(db, SLEEP) for _ in range(3))
+    # A stored spec gpuq cannot run (written past the API, as a restore or a bad migration
+    # could), and a claim that fails for a reason of its own.
+    with db.write() as session:
+        session.connection().execute(
+            Job.__table__.update().where(Job.id == forged).values(spec={"kind": "nonsense"})
+        )
+    claim = writes.claim_for_start
+
+    def failing_for_one(session, job_id, *args, **kwargs):
+        if job_id == unlucky:
+            raise RuntimeError("the disk hiccuped")
+        return claim(session, job_id, *args, **kwargs)
+
+    monkeypatch.setattr(writes, "claim_for_start", failing_for_one)
+    scheduler.steps.place()
+    assert jobs.get_job(db, good).status == JobStatus.starting
+    assert good in scheduler.books.running
+    bad = jobs.get_job(db, forged)
+    assert (bad.status, bad.reason) == (JobStatus.failed, "launch_error")
+    assert "stored spec is not valid" in (bad.message or "")
+    assert jobs.get_job(db, unlucky).status == JobStatus.queued  # undone alone: tried again
+    monkeypatch.setattr(writes, "claim_for_start", claim)
+    scheduler.steps.place()
+    assert jobs.get_job(db, unlucky).status == JobStatus.starting

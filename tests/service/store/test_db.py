@@ -14,13 +14,13 @@ from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
 from gpuq.contract.spec import JobSpec
-from service import jobs
 from service.store import migrate
 from service.store.commit_notices import HEARD_POLL_S
 from service.store.db import Database
 from service.store.postgres import WRITE_LOCK_KEY
 from service.team.users import add_user, list_users, revoke_user
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 BOTH = pytest.mark.backends("sqlite", "postgres")
 POSTGRES = pytest.mark.backends("postgres")
@@ -105,7 +105,7 @@ def test_a_value_cached_by_revision_lasts_until_what_it_watches_changes(db: Data
         return db.cached("users", load, revision="users")
 
     assert cached() == 1
-    jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     assert cached() == 1  # a commit, but no user changed: no second load
     add_user(db, "ana")
     assert cached() == 2
@@ -119,7 +119,7 @@ def test_a_value_cached_by_revision_lasts_until_what_it_watches_changes(db: Data
         with contextlib.closing(sqlite3.connect(settings.home / "gpuq.db")) as conn, conn:
             conn.execute('DELETE FROM "user"')
     assert cached() == 4
-    jobs.create_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
+    submit_job(db, spec=JobSpec.model_validate(job_spec()), caller=ANA)
     assert cached() == 4
 
 
@@ -187,8 +187,8 @@ def test_revisions_given_with_a_write_or_by_the_trigger_rise_above_all_others(
     gpuq that leaves `rev` alone or gives one no higher than the rest gets the next one
     from the trigger, so revisions still follow commit order."""
     spec = JobSpec.model_validate(job_spec())
-    first, _ = jobs.create_job(db, spec=spec, caller=ANA)
-    second, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    first, _ = submit_job(db, spec=spec, caller=ANA)
+    second, _ = submit_job(db, spec=spec, caller=ANA)
     assert (first.rev, second.rev) == (1, 2)
     outside = sqlite3.connect(settings.home / "gpuq.db", isolation_level=None)
     try:
@@ -206,7 +206,7 @@ def test_revisions_given_with_a_write_or_by_the_trigger_rise_above_all_others(
     finally:
         outside.close()
     assert revisions == [(1, 4), (2, 5), (3, 3)]
-    fourth, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    fourth, _ = submit_job(db, spec=spec, caller=ANA)
     assert fourth.rev == 6
     with db.read() as session:
         stored = session.connection().exec_driver_sql("SELECT rev FROM job WHERE id = 4").scalar()
@@ -220,7 +220,7 @@ def test_postgres_revisions_follow_commit_order_even_beside_writers_outside_gpuq
     """A reader that has seen revision N has seen every change below it: a transaction
     that took a revision holds the write lock until it ends, so later ones go higher."""
     spec = JobSpec.model_validate(job_spec())
-    first, _ = jobs.create_job(db, spec=spec, caller=ANA)
+    first, _ = submit_job(db, spec=spec, caller=ANA)
     revisions: list[int] = []
     with psql(settings) as outside:
         outside.execute("BEGIN")
@@ -229,7 +229,7 @@ def test_postgres_revisions_follow_commit_order_even_beside_writers_outside_gpuq
             0
         ]
         writer = threading.Thread(
-            target=lambda: revisions.append(jobs.create_job(db, spec=spec, caller=ANA)[0].rev)
+            target=lambda: revisions.append(submit_job(db, spec=spec, caller=ANA)[0].rev)
         )
         writer.start()
         writer.join(0.5)

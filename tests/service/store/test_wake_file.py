@@ -24,7 +24,7 @@ def poke_from_another_process(database: Path) -> None:
 def test_a_poke_wakes_even_after_the_file_was_removed(tmp_path):
     database = tmp_path / "gpuq.db"
     woken = threading.Event()
-    watching = wake_file.watch(database, woken.set)
+    watching = wake_file.on_poke(database, woken.set)
     assert watching is not None
     try:
         assert wake_file.wake_file(database).stat().st_mode & 0o777 == 0o600

@@ -5,7 +5,7 @@ import pytest
 
 from gpuq.contract.sweep import SweepSpec, env_name
 from service.errors import Invalid
-from service.sweeps.expand import expand, size
+from service.sweeps.expand import expand, member_count
 from tests.conftest import command_spec, job_spec
 
 
@@ -18,7 +18,7 @@ def test_a_grid_makes_every_combination_each_in_its_own_spec():
         {"parameters": {"keras.learning_rate": [0.1, 0.01], "keras.batch_size": [32, 64, 128]}}
     )
     members = expand(spec, limit=100, seed=0).members
-    assert size(spec.sweep) == len(members) == 6
+    assert member_count(spec.sweep) == len(members) == 6
     pairs = [(m.spec.keras.learning_rate, m.spec.keras.batch_size) for m in members]
     assert pairs == [(a, b) for a in (0.1, 0.01) for b in (32, 64, 128)]
     assert [m.spec.name for m in members] == [f"tiny-{i}" for i in range(1, 7)]
@@ -99,7 +99,7 @@ def test_a_member_that_cannot_be_made_is_a_422_at_its_parameter(section, loc, wo
 def test_a_grid_is_counted_before_it_is_made():
     huge = {f"keras.{n}": list(range(100)) for n in ("seed", "batch_size", "epochs")}
     spec = sweep({"parameters": huge})
-    assert size(spec.sweep) == 10**6
+    assert member_count(spec.sweep) == 10**6
     with pytest.raises(Invalid, match="1000000 jobs; this gpuq allows at most 500"):
         expand(spec, limit=500, seed=0)
 

@@ -1,6 +1,6 @@
 """The median stopping rule on recorded histories: pure, so every case is a table."""
 
-from service.sweeps.stopping import Verdict, explain, hopeless
+from service.sweeps.stopping import HopelessMember, explain, hopeless
 
 #: val_loss per epoch of the four members of a real sweep (`GET /v1/sweeps/3/metrics`): an
 #: MLP of 16 units on 2048 synthetic samples, learning rates 0.003, 0.001, 0.0001 and 10.0
@@ -69,9 +69,9 @@ def test_a_median_that_is_no_number_stops_no_one():
 
 
 def test_the_message_says_by_how_much():
-    said = explain(Verdict(3, 2, 1.5, 0.5, 2), "val_loss")
+    said = explain(HopelessMember(3, 2, 1.5, 0.5, 2), "val_loss")
     assert said == (
         "stopped early at epoch 2 by its sweep's median rule: its best val_loss 1.5 trailed "
         "the median 0.5 of 2 other member(s) at that epoch by 1"
     )
-    assert "never a number" in explain(Verdict(3, 2, None, 0.5, 2), "val_loss")
+    assert "never a number" in explain(HopelessMember(3, 2, None, 0.5, 2), "val_loss")

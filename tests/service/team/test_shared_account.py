@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from service.runtime import Service
+from service.runtime import open_api
 from service.store.db import Database
 from service.store.migrate import upgrade
 from service.team import users
@@ -49,11 +49,11 @@ def test_gpuq_serve_refuses_to_start_with_two_users_on_its_own_account(tmp_path)
 
 def test_one_user_or_the_admins_word_lets_it_start(shared):
     add_users(shared, "ana")
-    Service.open(shared, schedule=False).close()
+    open_api(shared).close()
     add_users(shared, "bo")
     with pytest.raises(RunAsError, match="2 users share gpuq's own account"):
-        Service.open(shared, schedule=False)
-    Service.open(shared.model_copy(update={"allow_shared_account": True}), schedule=False).close()
+        open_api(shared)
+    open_api(shared.model_copy(update={"allow_shared_account": True})).close()
 
 
 def test_a_user_added_while_it_runs_stops_new_jobs_until_an_admin_decides(shared):

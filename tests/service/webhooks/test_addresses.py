@@ -7,9 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from gpuq.http import Client
+from service.addresses import AllowList, allowed, is_public
 from service.cli.main import main
 from service.settings import Settings
-from service.webhooks.addresses import AllowList, allowed, is_public
 from tests.conftest import job_spec, serving
 
 REFUSED = [

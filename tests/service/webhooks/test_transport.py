@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from gpuq.contract.spec import JobSpec
-from service import jobs
+from service.addresses import AllowList
 from service.public import WebhookDeliveryPublic
+from service.runtime import open_api
+from service.settings import Settings
 from service.store.db import Database, utcnow
 from service.store.tables import Job, WebhookDelivery
 from service.webhooks import job_deliveries, queue_event
-from service.webhooks.addresses import AllowList
 from service.webhooks.delivery import COULD_NOT_CONNECT, NO_ANSWER, TIMED_OUT, post
 from service.webhooks.notifier import Notifier
 from service.webhooks.transport import REFUSED, client
@@ -192,9 +193,14 @@ def test_no_proxy_from_the_environment_and_no_redirect_is_followed(monkeypatch):
         assert len(hook.requests) == 1
 
 
-def make(db: Database, url: str) -> int:
+def make(db: Database, settings: Settings, url: str) -> int:
+    """A job with a webhook to `url`, submitted while the rule let it (it allowed loopback)."""
     spec = JobSpec.model_validate(job_spec(webhook=url))
-    job, _ = jobs.create_job(db, spec=spec, caller=ANA)  # as if registered before the rule
+    then = open_api(settings.model_copy(update={"webhook_allow": "127.0.0.1/32"}))
+    try:
+        job = Job.model_validate(then.jobs.submit(spec, ANA).row)
+    finally:
+        then.close()
     assert job.id is not None
     with db.write() as session:
         row = session.get(Job, job.id)
@@ -216,7 +222,7 @@ def settled(db: Database, job_id: int) -> WebhookDeliveryPublic:
 @pytest.mark.parametrize("allow", ["", "127.0.0.1/32"])
 def test_the_notifier_refuses_or_delivers_as_the_setting_says(db, settings, allow):
     with receiving() as hook:
-        job_id = make(db, f"http://127.0.0.1:{hook.port}/hook")
+        job_id = make(db, settings, f"http://127.0.0.1:{hook.port}/hook")
         once = settings.model_copy(update={"webhook_attempts": 1, "webhook_allow": allow})
         notifier = Notifier(db, once)
         notifier.start()

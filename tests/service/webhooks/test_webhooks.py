@@ -15,6 +15,7 @@ from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from gpuq.http import Client
 from service import jobs
+from service.addresses import AllowList
 from service.cli.main import main
 from service.jobs import writes
 from service.jobs.privacy import as_seen_by
@@ -23,11 +24,11 @@ from service.store.db import Database, utcnow
 from service.store.tables import Job, UserWebhook, WebhookDelivery
 from service.team.users import Caller
 from service.webhooks import change_webhook, queue_event, read_webhook, sign, verify
-from service.webhooks.addresses import AllowList
-from service.webhooks.delivery import due, record_attempt, retry_delay
+from service.webhooks.delivery import due, record_delivery_attempt, redelivery_delay_s
 from service.webhooks.queue import queue_changes
 from service.webhooks.signing import encode, headers
 from tests.conftest import ANA, job_spec
+from tests.submitting import submit_job
 
 HOOK = "http://127.0.0.1:9/hook/s3cr3t-path"
 #: Webhooks here name 127.0.0.1, as an admin's internal receiver (test_addresses: others).
@@ -41,7 +42,7 @@ def settings(settings):
 
 def make(db: Database, caller: Caller = ANA, **overrides) -> int:
     spec = JobSpec.model_validate(job_spec(**overrides))
-    job, _ = jobs.create_job(db, spec=spec, caller=caller)
+    job, _ = submit_job(db, spec=spec, caller=caller)
     assert job.id is not None
     return job.id
 
@@ -85,8 +86,19 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body():
 
 
 def test_retries_back_off_doubling_up_to_a_cap():
-    assert [retry_delay(n, 2.0) for n in range(1, 11)] == [2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
-    assert retry_delay(3, 0.2) == pytest.approx(0.8)
+    assert [redelivery_delay_s(n, 2.0) for n in range(1, 11)] == [
+        2,
+        4,
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+        300,
+        300,
+    ]
+    assert redelivery_delay_s(3, 0.2) == pytest.approx(0.8)
 
 
 def test_a_preempted_job_queued_again_is_announced_as_preempted(db):
@@ -230,16 +242,22 @@ def test_a_failed_attempt_is_retried_later_and_given_up_after_the_last(db, caplo
         queue_event(session, session.get(Job, job_id), "idle")
     first, second = (d.id for d in deliveries(db))
     with caplog.at_level(logging.WARNING):
-        assert record_attempt(db, first, attempt(500), attempts=2, backoff_s=60) == "pending"
+        assert (
+            record_delivery_attempt(db, first, attempt(500), attempts=2, backoff_s=60) == "pending"
+        )
     [row] = [d for d in deliveries(db) if d.id == first]
     assert row.next_at > utcnow() + timedelta(seconds=50)
     assert due(db, 10) == [d for d in deliveries(db) if d.id == second]
-    failed = record_attempt(db, first, attempt(None, "ReadTimeout"), attempts=2, backoff_s=60)
+    failed = record_delivery_attempt(
+        db, first, attempt(None, "ReadTimeout"), attempts=2, backoff_s=60
+    )
     assert failed == "failed"
     [row] = [d for d in deliveries(db) if d.id == first]
     assert [a["status_code"] for a in row.attempts] == [500, None]
     assert row.finished_at is not None and row.next_at is None
-    assert record_attempt(db, second, attempt(204), attempts=2, backoff_s=60) == "delivered"
+    assert (
+        record_delivery_attempt(db, second, attempt(204), attempts=2, backoff_s=60) == "delivered"
+    )
     assert f"job {job_id}: webhook delivery {first} to 127.0.0.1: answered 500" in caplog.text
     assert "s3cr3t-path" not in caplog.text  # the URL's host only
 

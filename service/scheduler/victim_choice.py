@@ -21,8 +21,9 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from service.scheduler.gpu_choice import Topology, choose
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
-from service.scheduler.placement import Request, Topology, choose
+from service.scheduler.placement import Request
 
 #: How many candidates are weighed at most (2^10 subsets).
 MAX_CANDIDATES = 10

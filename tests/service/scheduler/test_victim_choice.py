@@ -2,7 +2,7 @@
 priority first, then the fewest GPU-seconds lost, then the fewest jobs."""
 
 from service.scheduler.placement import Claim, GpuSlot, Request
-from service.scheduler.preemption import MAX_CANDIDATES, Candidate, Rules, eligible, victims
+from service.scheduler.victim_choice import MAX_CANDIDATES, Candidate, Rules, eligible, victims
 
 FOUR = [GpuSlot(i, 8000) for i in range(4)]
 

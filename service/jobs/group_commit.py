@@ -23,7 +23,8 @@ from collections.abc import Callable
 from sqlalchemy.exc import OperationalError
 
 from service.errors import GpuqError, Unavailable
-from service.jobs.submit import Stored, Submission, store
+from service.jobs.batch_store import store
+from service.jobs.submission import Stored, Submission
 from service.store.db import Database
 
 log = logging.getLogger(__name__)

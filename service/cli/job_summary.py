@@ -1,0 +1,104 @@
+"""A job as `gpuq show` prints it: state, GPUs, why it waits, progress, metrics, GPU
+memory, warnings, reason, earlier attempts, times, log tail."""
+
+from typing import Any
+
+from service.cli.tables import kind_of, plural, progress_text, session_text, timestamp
+from service.usage.efficiency import duration
+
+
+def _rate(samples_per_s: float | None, replicas: int | None) -> str:
+    """Throughput, and per replica where there are several: what all-reduce costs shows."""
+    if not samples_per_s:
+        return ""
+    text = f"{samples_per_s:,.0f} samples/s"
+    if replicas and replicas > 1:
+        text += f" ({samples_per_s / replicas:,.0f} per replica)"
+    return text
+
+
+def _progress_details(job: dict[str, Any]) -> str:
+    p = job["progress"]
+    extra = [f"step {p['step']}/{p['steps']}" if p.get("step") and p.get("steps") else ""]
+    extra.append(_rate(p.get("samples_per_s"), job.get("num_replicas")))
+    extra.append(f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else "")
+    return f"  progress: {progress_text(job)} " + " ".join(e for e in extra if e)
+
+
+def _attempt_line(attempt: dict[str, Any]) -> str:
+    """One earlier attempt: how it ended, and the work it lost."""
+    if attempt.get("reason") == "preempted":
+        by = attempt.get("preempted_by")
+        said = f"preempted by job {by}" if by else "preempted (by Slurm)"
+    else:
+        said = f"{attempt.get('reason') or 'ended'}: {attempt.get('message') or ''}".rstrip(": ")
+    lost = attempt.get("lost_s")
+    redone = ""
+    if lost is not None:
+        redone = f"; {duration(lost) if lost >= 1 else 'under a second'} of work redone"
+    return f"  attempt {attempt['attempt']}: {said}{redone}"
+
+
+def nodes_text(nodes: list[dict[str, Any]]) -> str:
+    """`gpu-n1 (chief, GPUs 0,1), gpu-n2 (GPUs 0,1)`: a job's nodes and their GPUs."""
+    return ", ".join(
+        f"{n['node']} ("
+        + ("chief, " if n["rank"] == 0 else "")
+        + (f"GPUs {n['gpus']}" if n.get("gpus") else "no GPU")
+        + ")"
+        for n in nodes
+    )
+
+
+def job_summary(job: dict[str, Any]) -> str:
+    """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
+    reason, times, log tail."""
+    noun = "session" if kind_of(job) == "session" else "job"
+    lines = [
+        f"{noun} {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
+        f"  GPUs: {','.join(map(str, job['assigned_gpus'])) or '-'}"
+        + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
+        + (f", {plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
+    ]
+    if job.get("nodes"):
+        lines.append("  nodes: " + nodes_text(job["nodes"]))
+    elif job.get("spec", {}).get("resources", {}).get("nodes", 1) > 1:
+        nodes = job["spec"]["resources"]["nodes"]
+        lines.append(f"  nodes: {nodes}, {job['spec']['resources'].get('gpus', 1)} GPU(s) each")
+    if session_text(job):
+        lines.append(f"  interactive: {session_text(job)}")
+    if job.get("executor"):
+        lines.append(f"  executor: {job['executor']}, job id {job.get('executor_job_id') or '-'}")
+    if job.get("priority"):
+        lines.append(f"  priority: {job['priority']}")
+    if job.get("held") and not job.get("wait_reason"):
+        lines.append(f"  held: it will not start until `gpuq release {job['id']}`")
+    if job.get("wait_reason"):
+        where = f" (position {job['queue_position']})" if job.get("queue_position") else ""
+        lines.append(f"  waiting{where}: {job['wait_reason']}")
+    if progress_text(job):
+        lines.append(_progress_details(job))
+    if job.get("metrics"):
+        metrics = ", ".join(
+            f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items()
+        )
+        lines.append(f"  metrics: {metrics}")
+    if job.get("gpu_memory_peak_mb") is not None:
+        lines.append(f"  GPU memory peak: {job['gpu_memory_peak_mb']} MiB")
+    if (job.get("efficiency") or {}).get("text"):
+        lines.append(f"  efficiency: {job['efficiency']['text']}")
+    lines.extend(f"  warning: {warning}" for warning in job.get("warnings") or [])
+    if job.get("reason"):
+        lines.append(f"  reason: {job['reason']}: {job.get('message') or ''}")
+    lines.extend(_attempt_line(a) for a in job.get("previous_attempts") or [])
+    for key in ("created_at", "started_at", "running_at", "finished_at"):
+        if job.get(key):
+            lines.append(f"  {key.removesuffix('_at')}: {timestamp(job[key])}")
+    if job.get("log_tail"):
+        lines.append("  last log lines:")
+        lines.extend(f"    {line}" for line in job["log_tail"][-10:])
+    if job.get("hidden"):
+        lines.append(
+            f"  hidden from you ({job['owner']}'s and admins'): {', '.join(job['hidden'])}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""What a submission must pass before it is stored: can it ever run here, and as its
+submitter (their Unix account, the paths they name, command jobs as root, a webhook naming
+an internal address)? Asked for each job and each sweep member, and by dry runs."""
+
+from gpuq.contract.spec import JobSpec
+from service.addresses import AllowList, check_url
+from service.errors import Invalid, Unavailable
+from service.executors import Cluster, Node
+from service.gpus.inventory import Inventory
+from service.jobs import admission
+from service.settings import Settings
+from service.store.db import Database
+from service.team import run_as, users
+from service.team.users import Caller
+
+#: why `gpuq shell` cannot run on a cluster, and what to use there
+SESSIONS_ON_SLURM = (
+    "interactive sessions run on a gpuq box, not through Slurm: on this cluster use "
+    "`salloc --gpus=N` (then `srun --pty bash`)"
+)
+
+
+class SubmitChecks:
+    def __init__(
+        self, settings: Settings, db: Database, inventory: Inventory, cluster: Cluster | None
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.inventory = inventory
+        self.cluster = cluster  #: the nodes of an executor with a queue of its own
+
+    def check(self, spec: JobSpec, caller: Caller) -> None:
+        """Refuses (4xx) what could never run here, or not as `caller`."""
+        settings = self.settings
+        run_as.check_spec(settings, spec)
+        run_as.check_shared(settings, self.db)
+        account = run_as.account_for(settings, caller)
+        rules = run_as.path_rules(settings, account, has_users=users.has_users(self.db))
+        nodes = None
+        if self.cluster is not None:
+            if spec.kind == "session":
+                raise Invalid(("body", "kind"), SESSIONS_ON_SLURM)
+            nodes = [node.gpus for node in nodes_of(self.cluster)]
+        devices = self.inventory.devices
+        admission.check_runnable(
+            spec, devices, settings.gpu_headroom_mb, cluster=nodes, rules=rules
+        )
+        if spec.webhook is not None:
+            allow = AllowList.parse(settings.webhook_allow)
+            check_url(spec.webhook, allow, ("body", "webhook"))
+
+
+def nodes_of(cluster: Cluster) -> list[Node]:
+    """The cluster's nodes; 503 if its executor does not answer."""
+    try:
+        return cluster.nodes()
+    except OSError as exc:
+        raise Unavailable(f"cannot ask Slurm for its nodes: {exc}") from exc
