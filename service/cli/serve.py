@@ -112,22 +112,29 @@ def _open_database(db_url: str) -> tuple[int, str]:
 def _run(settings: "Settings", user_count: int, *, schedule: bool) -> None:
     """Opens the service and serves until stopped; exits 1 if the GPUs or the scheduler
     lock cannot be had."""
+    log = logging.getLogger("gpuq")
+    service = _open_service(settings, schedule=schedule)
+    _say_who_may_come_in(settings, user_count)
+    log.info("GPUs: %s", service.registry.inventory.describe())
+    if not schedule:
+        log.info("API only (--api-only): jobs are stored here and scheduled elsewhere")
+    _serve_until_stopped(settings, service, user_count)
+
+
+def _open_service(settings: "Settings", *, schedule: bool) -> "Service":
+    """The service this process runs: the API with the scheduler in a process of its own,
+    or (`--api-only`) the API alone; exits 1 if the GPUs or the scheduler lock cannot be
+    had."""
     from service.gpus.inventory import InventoryError
     from service.runtime import open_api, open_with_scheduler_process
     from service.scheduler.loop import SchedulerLocked
     from service.scheduler.remote import SchedulerFailed
     from service.team.run_as import RunAsError
 
-    log = logging.getLogger("gpuq")
     try:
-        service = open_with_scheduler_process(settings) if schedule else open_api(settings)
+        return open_with_scheduler_process(settings) if schedule else open_api(settings)
     except (InventoryError, SchedulerLocked, SchedulerFailed, RunAsError) as exc:
         _fail(str(exc))
-    _say_who_may_come_in(settings, user_count)
-    log.info("GPUs: %s", service.registry.inventory.describe())
-    if not schedule:
-        log.info("API only (--api-only): jobs are stored here and scheduled elsewhere")
-    _serve_until_stopped(settings, service, user_count)
 
 
 def _serve_until_stopped(settings: "Settings", service: "Service", user_count: int) -> None:

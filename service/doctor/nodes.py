@@ -36,7 +36,9 @@ def node_checks(settings: Settings, nodes: int) -> list[Check]:
         else "the default partition"
     )
     try:
-        listed = commands.parse_sinfo(commands.run(commands.sinfo_argv(settings.slurm_partition)))
+        listed = commands.parse_sinfo(
+            commands.run_command(commands.sinfo_argv(settings.slurm_partition))
+        )
     except commands.SlurmError as exc:
         return [Check.fail("compute nodes", str(exc), SRUN_HINT)]
     if len(listed) < nodes:

@@ -23,7 +23,7 @@ class SlurmError(OSError):
     """A Slurm command failed; the message has its own words."""
 
 
-def run(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+def run_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     """Runs a Slurm command and returns its standard output; `SlurmError` on failure."""
     try:
         done = subprocess.run(

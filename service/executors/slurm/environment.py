@@ -10,7 +10,7 @@ from service.executors.slurm.commands import SlurmError
 def slurm_environment_ok() -> str | None:
     """None if Slurm's commands answer here; otherwise why not."""
     try:
-        commands.run(["sinfo", "--version"])
+        commands.run_command(["sinfo", "--version"])
     except SlurmError as exc:
         return str(exc)
     return None

@@ -94,7 +94,7 @@ class SlurmExecutor:
         env.pop("CUDA_VISIBLE_DEVICES", None)
         argv = self._sbatch_argv(launch, script, run)
         try:
-            slurm_id = commands.parse_sbatch(commands.run(argv, env))
+            slurm_id = commands.parse_sbatch(commands.run_command(argv, env))
         except SlurmError as exc:
             raise LaunchError(f"Slurm refused the job: {exc}") from exc
         with self._lock:
@@ -228,7 +228,7 @@ class SlurmExecutor:
         job.held = held
         for argv in updates:
             try:
-                commands.run(argv)
+                commands.run_command(argv)
             except SlurmError as exc:  # it may have started meanwhile
                 log.warning("job %d: %s", job_id, exc)
         if updates:
@@ -257,7 +257,7 @@ class SlurmExecutor:
 
     def _scancel(self, job: HandedJob, options: list[str]) -> None:
         try:
-            commands.run(["scancel", *options, job.slurm_id])
+            commands.run_command(["scancel", *options, job.slurm_id])
         except SlurmError as exc:
             log.warning("job %d: %s", job.job_id, exc)
 

@@ -23,6 +23,6 @@ class SlurmNodes:
         now = time.monotonic()
         if self._nodes is None or now - self._nodes[0] >= NODES_EVERY_S:
             argv = commands.sinfo_argv(self.partition)
-            listed = [n for n in commands.parse_sinfo(commands.run(argv)) if n.gpus]
+            listed = [n for n in commands.parse_sinfo(commands.run_command(argv)) if n.gpus]
             self._nodes = (now, listed)
         return self._nodes[1]

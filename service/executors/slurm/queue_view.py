@@ -87,7 +87,7 @@ class QueueView:
             jobs = dict(self.jobs)
         names = sorted({f"gpuq-{job_id}" for job_id in jobs})
         try:
-            rows = commands.parse_squeue(commands.run(commands.squeue_argv(names)))
+            rows = commands.parse_squeue(commands.run_command(commands.squeue_argv(names)))
         except SlurmError as exc:
             log.warning("cannot follow gpuq's Slurm jobs: %s", exc)
             self._back_off(changed=False)
@@ -115,7 +115,7 @@ class QueueView:
         if self._has_sacct is False:
             return {}
         try:
-            states = commands.parse_sacct(commands.run(commands.sacct_argv(slurm_ids)))
+            states = commands.parse_sacct(commands.run_command(commands.sacct_argv(slurm_ids)))
         except SlurmError as exc:
             if self._has_sacct is None:
                 log.info("no Slurm accounting (%s): exit.json alone says how jobs ended", exc)
