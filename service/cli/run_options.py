@@ -178,7 +178,6 @@ def takes_run_options(act: Callable[[typer.Context, Given], None]) -> Callable[.
     def command(ctx: typer.Context, **options: Any) -> None:
         act(ctx, Given(**options))
 
-    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     declared = [
         inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
@@ -186,7 +185,9 @@ def takes_run_options(act: Callable[[typer.Context, Given], None]) -> Callable[.
         for f in fields(Given)
         if f.name != "default_program"
     ]
-    context = context.replace(annotation=typer.Context)
+    context = inspect.Parameter(
+        "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+    )
     command.__signature__ = inspect.Signature([context, *declared])  # type: ignore[attr-defined]
     command.__name__ = act.__name__
     command.__doc__ = act.__doc__
