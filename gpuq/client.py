@@ -58,6 +58,10 @@ class Job(_Answer):
     executor: str | None = None  #: `local` or `slurm`, once handed over
     executor_job_id: str | None = None  #: the runner's pid, or the Slurm job id
     priority: int = 0
+    cpus: float | None = None  #: CPU cores it got (per node); None: none asked, no default
+    host_memory_mb: int | None = None  #: host memory it got, MiB (per node); likewise
+    host_memory_peak_mb: int | None = None  #: its peak host memory, once an attempt ended
+    cpu_time_s: float | None = None  #: the CPU time it used, likewise
     held: bool = False
     wait_reason: str | None = None  #: why a queued job is not running yet
     queue_position: int | None = None

@@ -14,7 +14,7 @@ from sqlmodel import col, select
 
 from gpuq.contract.states import ACTIVE, TERMINAL, JobStatus
 from service.errors import Unavailable
-from service.public import GpuNodePublic, GpuPublic, readable_progress
+from service.public import GpuNodePublic, GpuPublic, HostPublic, readable_progress
 from service.runtime import Service
 from service.store.db import utcnow
 from service.store.tables import Job, UsageTotal
@@ -29,6 +29,8 @@ class GpuqCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._jobs()
         yield from self._gpus()
+        if self.service.gpus.cluster is None:
+            yield from _host(self.service.gpus.host())
         if self.service.scheduler is not None:
             yield from self.service.scheduler.metrics()
 
@@ -84,6 +86,36 @@ class GpuqCollector(Collector):
             for name in ("free", "in_use", "draining", "quarantined"):
                 state.add_metric([*key, name], 1 if g.state == name else 0)
         yield from (total, used, allocated, foreign, state)
+
+
+def _host(host: HostPublic) -> Iterator[Metric]:
+    """The box's cores and host memory: held by jobs, kept by gpuq, free; and each job's."""
+    cpus = GaugeMetricFamily("gpuq_host_cpus", "The box's cores, by state.", labels=["state"])
+    memory = GaugeMetricFamily(
+        "gpuq_host_memory_bytes", "The box's host memory, by state.", labels=["state"]
+    )
+    for state, cores, mb in (
+        ("held", host.cpus_held, host.memory_held_mb),
+        ("reserved", host.cpus_reserved, host.memory_reserved_mb),
+        ("free", host.cpus_free, host.memory_free_mb),
+    ):
+        cpus.add_metric([state], cores)
+        memory.add_metric([state], mb * MIB)
+    job_cpus = GaugeMetricFamily(
+        "gpuq_job_cpus", "The cores a running job holds.", labels=["job", "owner"]
+    )
+    job_memory = GaugeMetricFamily(
+        "gpuq_job_host_memory_bytes",
+        "The host memory a running job holds.",
+        labels=["job", "owner"],
+    )
+    for job in host.jobs:
+        key = [str(job.id), job.owner]
+        if job.cpus is not None:
+            job_cpus.add_metric(key, job.cpus)
+        if job.host_memory_mb is not None:
+            job_memory.add_metric(key, job.host_memory_mb * MIB)
+    yield from (cpus, memory, job_cpus, job_memory)
 
 
 def _by_state(counts: Mapping[str, int]) -> Metric:

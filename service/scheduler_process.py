@@ -21,7 +21,7 @@ from typing import NoReturn
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from gpuq.contract.processes import never_hung_up, prctl
+from gpuq.contract.processes import never_hung_up, prctl, spared_by_oom_killer
 from service.gpus.inventory import InventoryError
 from service.runtime import open_scheduler
 from service.scheduler import starting
@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     signal.signal(signal.SIGTERM, _stop)
     never_hung_up()
+    spared_by_oom_killer()
     sending = threading.Lock()
 
     def send(message: bytes) -> None:

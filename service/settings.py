@@ -1,4 +1,8 @@
-"""Service settings, read from `GPUQ_*` environment variables."""
+"""Service settings, read from `GPUQ_*` environment variables.
+
+Long because it is the one list of every setting, each with the words the settings page
+shows for it (`docs/hooks/settings_reference.py`).
+"""
 
 import difflib
 from collections.abc import Mapping
@@ -73,6 +77,64 @@ class Settings(BaseSettings):
         0, description="Highest priority a non-admin may give a job; admins may go higher."
     )
     max_cpu_jobs: int = Field(2, ge=1, description="How many `gpus: 0` jobs run at once.")
+    default_cpus_per_gpu: float | None = Field(
+        None,
+        gt=0,
+        description="CPU cores a job gets per GPU when its spec names no `resources.cpus`; a "
+        "job sharing a GPU (`memory_mb`) gets the part its cap is of the largest GPU (at "
+        "least 0.1). Unset: such a job holds no cores and is fenced only by the box.",
+    )
+    default_host_memory_per_gpu_mb: int | None = Field(
+        None,
+        ge=16,
+        description="Host memory (MiB) a job gets per GPU when its spec names no "
+        "`resources.host_memory_mb`; shared GPUs as for GPUQ_DEFAULT_CPUS_PER_GPU. Unset: "
+        "such a job holds none and may use the box's less GPUQ_RESERVED_HOST_MEMORY_MB.",
+    )
+    default_cpus: float | None = Field(
+        None, gt=0, description="CPU cores a `gpus: 0` job gets when its spec names none."
+    )
+    default_host_memory_mb: int | None = Field(
+        None,
+        ge=16,
+        description="Host memory (MiB) a `gpus: 0` job gets when its spec names none.",
+    )
+    reserved_cpus: float = Field(
+        0.0,
+        ge=0,
+        description="Cores kept for the OS and gpuq itself: never handed to jobs.",
+    )
+    reserved_host_memory_mb: int = Field(
+        1024,
+        ge=0,
+        description="Host memory (MiB) kept for the OS and gpuq itself: never handed to jobs, "
+        "and no job's fence reaches into it.",
+    )
+    host_cpus: float | None = Field(
+        None,
+        gt=0,
+        description="The cores this box has for gpuq (before GPUQ_RESERVED_CPUS); unset: "
+        "those gpuq may run on (its CPU affinity).",
+    )
+    host_memory_mb: int | None = Field(
+        None,
+        gt=0,
+        description="The host memory (MiB) this box has for gpuq (before "
+        "GPUQ_RESERVED_HOST_MEMORY_MB); unset: MemTotal of /proc/meminfo.",
+    )
+    fences: Literal["auto", "off"] = Field(
+        "auto",
+        description="`auto`: every job runs in a cgroup of its own that holds it to its cores, "
+        "host memory, processes and GPUs (cgroup v2 where gpuq has a delegated subtree, "
+        "else the v1 controllers, else none, said at start and by `gpuq doctor`). `off`: no "
+        "fences.",
+    )
+    pids_per_cpu: int = Field(
+        512,
+        ge=1,
+        description="A job may run this many processes and threads per core it holds "
+        "(`pids.max`), or per core of the box when it holds none.",
+    )
     max_sweep_jobs: int = Field(
         500,
         ge=1,
@@ -249,6 +311,7 @@ OTHER_VARIABLES = frozenset(
         "GPUQ_CHECKPOINT_DIR",
         "GPUQ_TENSORBOARD_DIR",
         "GPUQ_DEVICES",
+        "GPUQ_FENCE",
     }
 )
 

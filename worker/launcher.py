@@ -3,18 +3,19 @@ and keeps warm training processes ready for builtin jobs.
 
 `gpuq serve` starts it once (`python -m worker.launcher [--warm N]`) and writes one
 JSON line per job to its stdin: `{"run_dir": ..., "env": {...}, "run_as": {...} | null,
-"warm": bool}`. A `warm` request (a builtin Keras job) goes to a standby runner whose
-warm training process has already imported TensorFlow (`standby`, `warm`), when one is
-ready and its code is current; any other request forks a runner: the child leaves for a
-session of its own, drops to the job owner's account where `run_as` names one
-(GPUQ_RUN_AS=owner: before anything of the job runs), points its output at the job's
-`output.log` and becomes `worker.runner` for that run directory, with everything
-already imported. The launcher answers each request with `{"pid": N, "warm": bool}` (or
-`{"error": "..."}`) on stdout, and tells of what happens meanwhile on `--events-fd` (its
-stdout unless given): `{"exited": N, "status": S}` once it has reaped a runner, which is
-how the scheduler learns that a job ended, `{"pool": [...]}` whenever its standbys change,
-and `{"warning": "..."}`. Apart, the answer goes straight back to the caller that waits
-for it, with no thread between them.
+"warm": bool, "fence": [cgroup folders]}`. A `warm` request (a builtin Keras job) goes
+to a standby runner whose warm training process has already imported TensorFlow
+(`standby`, `warm`), when one is ready and its code is current; any other request forks a
+runner: the child leaves for a session of its own, enters the job's cgroups (`fenced`),
+drops to the job owner's account where `run_as` names one (GPUQ_RUN_AS=owner: before
+anything of the job runs), points its output at the job's `output.log` and becomes
+`worker.runner` for that run directory, with everything already imported. The launcher
+answers each request with `{"pid": N, "warm": bool}` (or `{"error": "..."}`) on stdout,
+and tells of what happens meanwhile on `--events-fd` (its stdout unless given):
+`{"exited": N, "status": S}` once it has reaped a runner, which is how the scheduler
+learns that a job ended, `{"pool": [...]}` whenever its standbys change, and
+`{"warning": "..."}`. Apart, the answer goes straight back to the caller that waits for
+it, with no thread between them.
 
 It keeps N standbys (a used one never takes a second job: a fresh one starts behind it),
 replaces one that dies while idle, backs off when they cannot start (no TensorFlow), and
@@ -40,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuq.contract.processes import never_hung_up
+from gpuq.contract.processes import never_hung_up, spared_by_oom_killer
 from worker import launch_plan, runner
 from worker.spares import Spares
 from worker.warm_pool import WarmPool
@@ -114,6 +115,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     never_hung_up()
+    spared_by_oom_killer()
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, None)
     tell = functools.partial(write_line, args.events_fd)

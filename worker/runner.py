@@ -26,6 +26,7 @@ from gpuq.contract.events import Event, EventWriter
 from gpuq.contract.exits import ExitCode
 from gpuq.contract.nodes import job_end
 from gpuq.contract.rundir import RunDir, write_json_atomic
+from worker import fenced
 from worker.launch_plan import launch_plan
 from worker.oom import oom_kills
 from worker.runner_records import end_with, record_start
@@ -38,6 +39,10 @@ def main(argv: list[str]) -> int:
     began = time.time()
     run = RunDir(Path(argv[1]))
     survive_group_signals()
+    fenced.ordinary_oom_score()  # started by gpuq itself, not the launcher: its score
+    if not fenced.await_inside(os.environ.get("GPUQ_FENCE")):
+        # Its program must not run unfenced.
+        return never_started(run, "gpuq could not move the job into its cgroups (its fence)")
     plan = launch_plan(run)
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
@@ -62,14 +67,7 @@ def main(argv: list[str]) -> int:
                 process_group=0 if batch_step else None,
             )
     except OSError as exc:
-        exit_record = {
-            "exit_code": ExitCode.launch_error.value,
-            "signal": None,
-            "spawn_error": f"cannot start {args[0]!r}: {exc}",  #: the program never started
-            "finished_at": time.time(),
-        }
-        write_json_atomic(run.exit, exit_record)
-        return ExitCode.launch_error
+        return never_started(run, f"cannot start {args[0]!r}: {exc}")
     if batch_step:
         # On several nodes the job's processes are `srun`'s tasks, and a signal to `srun`
         # would kill them outright: Slurm itself signals every step of the job instead.
@@ -88,7 +86,9 @@ def main(argv: list[str]) -> int:
 def become(request: dict[str, Any], keep: int | None = None) -> RunDir:
     """Makes this freshly forked process the runner a launcher request describes: the
     owner's account, output to the job's log, its environment, its run directory; every
-    file but stdio (and `keep`) closed: the launcher's pipes, pidfds and sockets."""
+    file but stdio (and `keep`) closed: the launcher's pipes, pidfds and sockets. It enters
+    the job's fence first, while it is still root (`fenced`)."""
+    fenced.enter(request.get("fence") or ())
     if request.get("run_as"):
         Account.from_json(request["run_as"]).become()
     run_dir = Path(request["run_dir"])
@@ -129,6 +129,18 @@ def forked(body: Callable[[], int]) -> int:
         finally:
             os._exit(code)
     return pid
+
+
+def never_started(run: RunDir, why: str) -> int:
+    """Records that the job's program never started, and why (`spawn_error`)."""
+    exit_record = {
+        "exit_code": ExitCode.launch_error.value,
+        "signal": None,
+        "spawn_error": why,
+        "finished_at": time.time(),
+    }
+    write_json_atomic(run.exit, exit_record)
+    return ExitCode.launch_error
 
 
 def close_inherited(keep: int | None = None) -> None:

@@ -65,7 +65,12 @@ def serve_as_standby(control: socket.socket) -> int:
         return runner.main(["worker.runner", str(run.path)])
     plan["warm_pid"] = worker.pid
     write_json_atomic(run.launch, plan, durable=False)
-    job = {"run_dir": str(run.path), "env": dict(os.environ), "run_as": request.get("run_as")}
+    job = {
+        "run_dir": str(run.path),
+        "env": dict(os.environ),
+        "run_as": request.get("run_as"),
+        "fence": request.get("fence"),
+    }
     try:
         worker.stdin.write(json.dumps(job).encode() + b"\n")
         worker.stdin.close()

@@ -4,12 +4,12 @@ touched, waiting for one job.
 Its `standby` runner starts it (`python -m worker.warm`, a fresh interpreter: nothing
 that has imported TensorFlow is ever forked) with stdin and stdout on pipes. Once
 everything is imported it writes `ready` on stdout and reads one line from stdin:
-`{"run_dir": ..., "env": {...}, "run_as": {...} | null}`. Then it becomes the job's
-process: the owner's account (GPUQ_RUN_AS=owner), the runner's environment (so
-`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER` and the rest are in place before TensorFlow
-first lists devices: CUDA reads them when it initialises, not when it is imported), output
-to `output.log`, the run directory as working directory, and trains exactly as
-`python -m worker.train RUN_DIR` would. It takes one job in its life; end of input
+`{"run_dir": ..., "env": {...}, "run_as": {...} | null, "fence": [...]}`. Then it
+becomes the job's process: its fence (`fenced`), the owner's account (GPUQ_RUN_AS=owner),
+the runner's environment (so `CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER` and the rest are
+in place before TensorFlow first lists devices: CUDA reads them when it initialises, not
+when it is imported), output to `output.log`, the run directory as working directory, and
+trains exactly as `python -m worker.train RUN_DIR` would. It takes one job in its life; end of input
 before a job means it is not needed.
 """
 
@@ -26,7 +26,7 @@ from keras import callbacks  # noqa: F401
 from gpuq.batches import replica_batches  # noqa: F401
 from gpuq.contract.account import Account
 from gpuq.progress import GpuqProgress  # noqa: F401
-from worker import architectures, data, runner, step_watchdog, train  # noqa: F401
+from worker import architectures, data, fenced, runner, step_watchdog, train  # noqa: F401
 
 #: prctl(2): make a process that changed its uid debuggable by its new owner again, as
 #: exec would (a cold job's process can be traced and read by its owner; so can this one)
@@ -44,6 +44,7 @@ def main() -> int:
 def take_job(job: dict[str, Any]) -> int:
     """Becomes the process of the job `job` describes and trains it; its exit code."""
     _step_forward()
+    fenced.enter(job.get("fence") or ())
     os.environ.clear()
     os.environ.update(job["env"])
     if job.get("run_as"):

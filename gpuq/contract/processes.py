@@ -56,6 +56,21 @@ def never_hung_up() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
+#: gpuq's own processes' `oom_score_adj`: when the box runs out of memory, the kernel's OOM
+#: killer takes a job's process (score 0 and up) long before gpuq's
+SPARED_OOM_SCORE = -500
+
+
+def spared_by_oom_killer() -> None:
+    """Lowers this process's OOM score (`SPARED_OOM_SCORE`) where it may (root): the
+    processes gpuq starts for jobs put theirs back to 0 (`worker.fenced`)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as score:
+            score.write(str(SPARED_OOM_SCORE))
+    except OSError:
+        pass  # not root: gpuq's processes count as any other
+
+
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     """The pid, uid and gid of the process at the other end of a Unix socket, as the
     kernel recorded them when it connected (or, for a listening socket, when it listened)."""

@@ -37,7 +37,9 @@ from gpuq.contract.spec_fields import (
 )
 
 __all__ = [
+    "MAX_CPUS",
     "MAX_GPUS",
+    "MAX_HOST_MEMORY_MB",
     "MAX_NODES",
     "PRIORITY_MAX",
     "RESERVED_ENV",
@@ -67,6 +69,11 @@ __all__ = [
 ]
 
 
+#: the most cores and host memory (MiB, 1 PiB) a job may ask for: well past any one machine
+MAX_CPUS = 4096
+MAX_HOST_MEMORY_MB = 1024**3
+
+
 class Resources(StrictModel):
     gpus: int | None = Field(
         None, ge=0, le=MAX_GPUS, description="How many GPUs; 0 runs on the CPU. Default 1."
@@ -83,6 +90,24 @@ class Resources(StrictModel):
     )
     memory_growth: bool = Field(
         False, description="Let TensorFlow grow its GPU memory on demand instead of a fixed cap."
+    )
+    cpus: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_CPUS,
+        description="CPU cores, may be fractional (0.5); per node when nodes > 1. The job "
+        "holds them and the kernel keeps it to them. Default: the site's per GPU "
+        "(GPUQ_DEFAULT_CPUS_PER_GPU), or GPUQ_DEFAULT_CPUS for a job with no GPU; none if "
+        "unset.",
+    )
+    host_memory_mb: int | None = Field(
+        None,
+        ge=16,
+        le=MAX_HOST_MEMORY_MB,
+        description="Host memory (RAM) in MiB, no swap beside it; per node when nodes > 1. "
+        "Past it the kernel stops the job (reason host_oom). Default: the site's per GPU "
+        "(GPUQ_DEFAULT_HOST_MEMORY_PER_GPU_MB), or GPUQ_DEFAULT_HOST_MEMORY_MB for a job "
+        "with no GPU; none if unset.",
     )
     replicas_per_gpu: int = Field(
         1,
@@ -182,7 +207,8 @@ class JobSpec(StrictModel):
         None, description="What to run (kinds command and session)."
     )
     resources: Resources = Field(
-        default_factory=Resources, description="GPUs and memory the job needs."
+        default_factory=Resources,
+        description="GPUs, GPU memory, CPU cores and host memory the job needs.",
     )
     priority: int = Field(
         0,

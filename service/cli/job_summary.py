@@ -1,10 +1,10 @@
 """A job as `gpuq show` prints it: state, GPUs, why it waits, progress, metrics, GPU
-memory, warnings, reason, earlier attempts, times, log tail."""
+memory, cores and host memory, warnings, reason, earlier attempts, times, log tail."""
 
 from typing import Any
 
 from service.cli.tables import kind_of, plural, progress_text, session_text, timestamp
-from service.usage.efficiency import duration
+from service.usage.efficiency import duration, memory_amount
 
 
 def _rate(samples_per_s: float | None, replicas: int | None) -> str:
@@ -37,6 +37,23 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     if lost is not None:
         redone = f"; {duration(lost) if lost >= 1 else 'under a second'} of work redone"
     return f"  attempt {attempt['attempt']}: {said}{redone}"
+
+
+def host_line(job: dict[str, Any]) -> str:
+    """`4 cores, 32 GiB of host memory; peak 22 GiB, 1 h 3 min CPU time`: what the job got
+    of the box and, once an attempt has ended, what it used; empty if nothing is known."""
+    got = []
+    cores = job.get("cpus")
+    if cores is not None:
+        got.append(f"{cores:g} {'core' if cores == 1 else 'cores'}")
+    if job.get("host_memory_mb") is not None:
+        got.append(f"{memory_amount(job['host_memory_mb'])} of host memory")
+    used = []
+    if job.get("host_memory_peak_mb") is not None:
+        used.append(f"peak {memory_amount(job['host_memory_peak_mb'])}")
+    if job.get("cpu_time_s") is not None:
+        used.append(f"{duration(job['cpu_time_s'])} CPU time")
+    return "; ".join(part for part in (", ".join(got), ", ".join(used)) if part)
 
 
 def nodes_text(nodes: list[dict[str, Any]]) -> str:
@@ -85,6 +102,8 @@ def job_summary(job: dict[str, Any]) -> str:
         lines.append(f"  metrics: {metrics}")
     if job.get("gpu_memory_peak_mb") is not None:
         lines.append(f"  GPU memory peak: {job['gpu_memory_peak_mb']} MiB")
+    if host_line(job):
+        lines.append(f"  host: {host_line(job)}")
     if (job.get("efficiency") or {}).get("text"):
         lines.append(f"  efficiency: {job['efficiency']['text']}")
     lines.extend(f"  warning: {warning}" for warning in job.get("warnings") or [])

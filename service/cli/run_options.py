@@ -60,6 +60,23 @@ Mem = Annotated[
         help="Memory cap per GPU: 8GiB, 8G, 8192M, 8192 (MiB). Default: whole GPUs.",
     ),
 ]
+Cpus = Annotated[
+    float | None,
+    typer.Option(
+        metavar="N",
+        help="CPU cores it holds, e.g. 4 or 0.5 (per node). Default: the site's per GPU.",
+    ),
+]
+HostMem = Annotated[
+    int | None,
+    typer.Option(
+        "--host-mem",
+        parser=read_as_option(units.mebibytes),
+        metavar="SIZE",
+        help="Host memory (RAM) it may use, e.g. 32G (per node); past it the kernel stops "
+        "it. Default: the site's per GPU.",
+    ),
+]
 TimeLimit = Annotated[
     float | None,
     typer.Option(
@@ -150,6 +167,8 @@ class Given:
     gpu_ids: GpuIds = None
     nodes: Nodes = None
     mem: Mem = None
+    cpus: Cpus = None
+    host_mem: HostMem = None
     time_limit: TimeLimit = None
     name: Name = None
     priority: Priority = None
@@ -211,6 +230,8 @@ def spec_from(given: Given, kind: str) -> dict[str, Any]:
         nodes=given.nodes,
         gpu_ids=gpu_ids,
         mem_mb=given.mem,
+        cpus=given.cpus,
+        host_memory_mb=given.host_mem,
         time_s=given.time_limit,
         name=given.name,
         priority=given.priority,

@@ -38,6 +38,8 @@ OPTIONS = {
     ("resources", "nodes"): "--nodes",
     ("resources", "gpu_ids"): "--gpu-ids",
     ("resources", "memory_mb"): "--mem",
+    ("resources", "cpus"): "--cpus",
+    ("resources", "host_memory_mb"): "--host-mem",
     ("command", "env"): "--env",
     ("command", "argv"): "PROGRAM",
     ("command", "workdir"): "the current folder",
@@ -69,6 +71,8 @@ class RunOptions:
     nodes: int | None = None
     gpu_ids: list[int] | None = None
     mem_mb: int | None = None
+    cpus: float | None = None
+    host_memory_mb: int | None = None
     time_s: float | None = None
     name: str | None = None
     priority: int | None = None
@@ -147,6 +151,8 @@ def build_spec(
         "nodes": options.nodes,
         "gpu_ids": options.gpu_ids,
         "memory_mb": options.mem_mb,
+        "cpus": options.cpus,
+        "host_memory_mb": options.host_memory_mb,
     }
     spec: dict[str, Any] = {
         "name": options.name or default_name(argv),

@@ -142,7 +142,7 @@ def _serve_until_stopped(settings: "Settings", service: "Service", user_count: i
     the sockets and the service."""
     import uvicorn
 
-    from gpuq.contract.processes import never_hung_up
+    from gpuq.contract.processes import never_hung_up, spared_by_oom_killer
 
     log = logging.getLogger("gpuq")
     config = _server_config(settings, service)
@@ -150,6 +150,7 @@ def _serve_until_stopped(settings: "Settings", service: "Service", user_count: i
     path = settings.socket_path
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     never_hung_up()
+    spared_by_oom_killer()
     try:
         sockets.append(config.bind_socket())
         log.info(

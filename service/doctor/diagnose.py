@@ -5,10 +5,12 @@ from collections.abc import Callable
 
 from gpuq.contract.device_plan import ENV, DevicePlan
 from service.doctor.child import ProbeChild, ProbeFailed, probe_environment
+from service.doctor.fence_check import fence_check
 from service.doctor.frameworks import Framework, framework_checks, survey
 from service.doctor.gpu_probes import Probe, probe
 from service.doctor.host import nvml_checks
 from service.doctor.report import Check, Report
+from service.executors.fences import open_fences
 from service.gpus.inventory import Inventory, InventoryError, discover
 from service.settings import Settings
 
@@ -38,6 +40,8 @@ def diagnose(settings: Settings, say: Callable[[str], None] = lambda _: None) ->
     report.checks += framework_checks(
         found, gpus=len(inventory.devices), simulated=inventory.simulated
     )
+    if settings.executor == "local":
+        report.checks.append(fence_check(open_fences(settings.fences)))
     if inventory.probe is None:
         say("training a step over the simulated GPUs")
         report.checks.append(_simulated_path(inventory, found))

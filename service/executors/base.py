@@ -10,6 +10,7 @@ from gpuq.contract.device_plan import DevicePlan
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
+from service.executors.fences.shapes import FenceUsage
 
 
 class LaunchError(OSError):
@@ -40,6 +41,12 @@ class Launch:
     collective_timeout_s: float | None = None
     #: a sweep member's parameters (`GPUQ_PARAM_<NAME>` in its environment)
     params: Mapping[str, Any] | None = None
+    #: the CPU cores the job got (per node), fractional allowed; None: it asked for none
+    cpus: float | None = None
+    #: the host memory it got in MiB (per node); None: it asked for none
+    host_memory_mb: int | None = None
+    #: every GPU of the box (NVML indices): the fence denies the job those not its own
+    box_gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class Exit:
     job_id: int
     record: dict[str, Any] | None  #: the runner's `exit.json`; None if it never wrote one
     verdict: Verdict | None = None  #: the executor's own word on the end, if it has one
+    #: what it used of the box, as its fence measured it (None: no fence here)
+    usage: FenceUsage | None = None
 
 
 class Executor(Protocol):

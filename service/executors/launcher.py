@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,16 +109,18 @@ class Launcher:
         run_as: Account | None = None,
         *,
         warm: bool = False,
+        fence: Sequence[str] = (),
     ) -> int:
         """Forks a runner for `run_dir` with environment `env`, as the account `run_as` (or
-        gpuq's own), or hands the job to a warm standby runner if `warm` (a builtin job)
-        and one is ready; the runner's pid, or OSError."""
+        gpuq's own), in the cgroups `fence`, or hands the job to a warm standby runner if
+        `warm` (a builtin job) and one is ready; the runner's pid, or OSError."""
         request = json.dumps(
             {
                 "run_dir": str(run_dir),
                 "env": dict(env),
                 "run_as": run_as.to_json() if run_as else None,
                 "warm": warm,
+                "fence": list(fence),
             }
         )
         with self._spawning:

@@ -31,6 +31,8 @@ from gpuq.contract.account import UMASK, Account
 from gpuq.contract.processes import RUNNER_MODULE, process_start_ticks, session_and_descendants
 from gpuq.contract.rundir import HOOK_FOLDER, RunDir, read_json
 from service.executors.base import Exit, Launch, LaunchError, QueueingExecutor, Standby, Started
+from service.executors.fences import Fences, open_fences
+from service.executors.job_fence import FencePolicy, fence_name, out_of_memory
 from service.executors.launcher import Launcher
 from service.executors.prepare import prepare_run
 
@@ -54,6 +56,9 @@ class _Runner:
     #: taken back after a restart: no child of this service's, so perhaps nobody reaps it
     #: when it ends (a zombie keeps its pid and start time, but no folder)
     adopted: bool = False
+    #: the host memory it was given (None: none asked, or not known after a restart)
+    host_memory_mb: int | None = None
+    fence: str = ""  #: its fence's name (`job_fence.fence_name`)
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -107,8 +112,17 @@ def find_runner(run: RunDir) -> int:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, runs_dir: Path, warm_workers: int = 0, socket: Path | None = None) -> None:
+    def __init__(
+        self,
+        runs_dir: Path,
+        warm_workers: int = 0,
+        socket: Path | None = None,
+        fence: FencePolicy | None = None,
+    ) -> None:
         self.runs_dir = runs_dir
+        #: every job's cgroups, and how big (none: `GPUQ_FENCES=off`, or gpuq cannot)
+        self.fence = fence
+        self.fences: Fences = fence.fences if fence is not None else open_fences("off")
         #: gpuq's local socket, named to every job (`GPUQ_SOCKET`): `gpuq` inside a job or
         #: a session reaches this gpuq, as the job's owner
         self.socket = socket
@@ -123,6 +137,7 @@ class LocalExecutor:
 
     def close(self) -> None:
         self._launcher.stop()
+        self.fences.close()
 
     def own_queue(self) -> QueueingExecutor | None:
         return None  # gpuq places jobs on this box itself
@@ -135,20 +150,41 @@ class LocalExecutor:
             run, env = prepare_run(self.runs_dir, launch)
             if self.socket is not None:
                 env["GPUQ_SOCKET"] = str(self.socket)
+            folders = self._make_fence(launch)
+            if folders:
+                env["GPUQ_FENCE"] = ":".join(folders)
             warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
-            runner = self._spawn(launch.job_id, run, env, launch.run_as, warm)
+            runner = self._spawn(launch.job_id, run, env, launch.run_as, warm, folders)
         except OSError as exc:
+            self.fences.remove(fence_name(launch.job_id, launch.attempt))
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
+        runner.host_memory_mb = launch.host_memory_mb
+        runner.fence = fence_name(launch.job_id, launch.attempt)
         runner.session = launch.spec.kind == "session"
         self._runners[launch.job_id] = runner
         return Started(str(runner.pid), runner.pid)
 
+    def _make_fence(self, launch: Launch) -> tuple[str, ...]:
+        """Makes the job's cgroups (`fences`); the folders its runner enters, none where
+        this box has no fences; OSError if the kernel refuses."""
+        if self.fence is None:
+            return ()
+        name = fence_name(launch.job_id, launch.attempt)
+        return self.fences.make(name, self.fence.limits(launch))
+
     def _spawn(
-        self, job_id: int, run: RunDir, env: dict[str, str], run_as: Account | None, warm: bool
+        self,
+        job_id: int,
+        run: RunDir,
+        env: dict[str, str],
+        run_as: Account | None,
+        warm: bool,
+        fence: tuple[str, ...],
     ) -> _Runner:
         try:
-            return _Runner(job_id, run, self._launcher.spawn(run.path, env, run_as, warm=warm))
+            pid = self._launcher.spawn(run.path, env, run_as, warm=warm, fence=fence)
+            return _Runner(job_id, run, pid)
         except OSError as exc:
             log.warning("job %d: %s; starting its runner directly", job_id, exc)
         who: dict[str, Any] = {}
@@ -166,6 +202,9 @@ class LocalExecutor:
                 start_new_session=True,
                 **who,
             )
+        # The runner waits to be inside before it starts the job (`worker.fenced`).
+        for folder in fence:
+            Path(folder, "cgroup.procs").write_text(str(proc.pid))
         threading.Thread(target=self._await_exit, args=(proc,), daemon=True).start()
         return _Runner(job_id, run, proc.pid, proc=proc)
 
@@ -181,8 +220,9 @@ class LocalExecutor:
         gpuq knows of it, a process leading a session of its own in the attempt's folder,
         never by a pid the job could have written (`runner.json`)."""
         run = self.run_dir(job_id, attempt)
-        pid = _pid(executor_job_id) or find_runner(run)
+        pid = _pid(executor_job_id) or self._found_runner(job_id, attempt, run)
         runner = _Runner(job_id, run, pid, session=session, adopted=True)
+        runner.fence = fence_name(job_id, attempt)
         if is_runner_of(pid, run):
             # From now on it is this process: one that takes its pid later is not.
             runner.start_ticks = process_start_ticks(pid)
@@ -194,16 +234,24 @@ class LocalExecutor:
         for runner in list(self._runners.values()):
             if runner.alive():
                 continue
-            # Whatever the job left behind in its process group goes now.
+            # Whatever the job left behind goes now: its process group, and anything in
+            # its fence that left the group (a double fork, a new session).
             runner.signal(signal.SIGKILL)
+            self.fences.kill(runner.fence)
+            usage = self.fences.usage(runner.fence)
+            if not self.fences.remove(runner.fence):
+                log.warning("job %d: its cgroups could not be removed yet", runner.job_id)
             del self._runners[runner.job_id]
-            ended.append(Exit(runner.job_id, read_json(runner.run.exit)))
+            verdict = out_of_memory(usage, runner.host_memory_mb)
+            ended.append(Exit(runner.job_id, read_json(runner.run.exit), verdict, usage))
         return ended
 
     def signal(self, job_id: int, sig: signal.Signals) -> None:
         runner = self._runners.get(job_id)
         if runner is not None:
             runner.signal(sig)
+            if sig == signal.SIGKILL:  # the end: escapees from its group included
+                self.fences.kill(runner.fence)
 
     def standbys(self) -> list[Standby]:
         """The runners started ahead of need with a warm training process, as the
@@ -212,6 +260,14 @@ class LocalExecutor:
 
     def job_sessions(self) -> dict[int, int]:
         return {r.pid: r.job_id for r in list(self._runners.values()) if r.pid > 0}
+
+    def _found_runner(self, job_id: int, attempt: int, run: RunDir) -> int:
+        """The runner of attempt `attempt` with no record of its pid: among its fence's
+        processes first, else anywhere (`find_runner`)."""
+        for pid in self.fences.members(fence_name(job_id, attempt)):
+            if is_runner_of(pid, run):
+                return pid
+        return find_runner(run)
 
 
 def _pid(value: object) -> int:

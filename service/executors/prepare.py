@@ -5,6 +5,7 @@ written in full and handed to the job's owner last; what comes from the owner's 
 attempt (its checkpoints) is copied by the owner's own account.
 """
 
+import math
 import os
 import shutil
 import subprocess
@@ -58,6 +59,7 @@ def prepare_run(
     for name, text in (files or {}).items():
         (run.path / name).write_text(text)
     env = runner_environment(inherited(os.environ, own_account=launch.run_as is None), runspec, run)
+    env.update(thread_counts(launch.cpus))
     if launch.run_as is not None:
         # The job's folder stays gpuq's (so the owner cannot swap an attempt's folder for a
         # link); each attempt's folder is the owner's alone.
@@ -68,6 +70,17 @@ def prepare_run(
         previous = RunDir.of(runs_dir, launch.job_id, launch.resume_from)
         copy_checkpoints(previous.checkpoints, run.checkpoints, launch.run_as)
     return run, env
+
+
+def thread_counts(cpus: float | None) -> dict[str, str]:
+    """The threads a job with `cpus` cores starts by default: OpenMP's, and TensorFlow's
+    within and between ops, one per core it got (a job's own `command.env` overrides them);
+    none where it asked for no cores."""
+    if cpus is None:
+        return {}
+    threads = str(max(1, math.ceil(cpus)))
+    names = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+    return dict.fromkeys(names, threads)
 
 
 def give_to(account: Account, folder: Path) -> None:

@@ -19,6 +19,7 @@ from gpuq.contract import job_files
 from gpuq.contract.spec import CnnModel, CommandSpec, CsvData, JobSpec, NpzData
 from service.errors import Invalid
 from service.gpus.nvml import DeviceReading
+from service.host import HostSize
 from service.team.data_access import PathRules, PathUse
 
 MIN_CAP_ABOVE_HEADROOM_MB = 256
@@ -31,14 +32,18 @@ def check_runnable(
     *,
     cluster: Sequence[int] | None = None,
     rules: PathRules = PathRules(),
+    box: HostSize | None = None,
 ) -> None:
     """Raises `Invalid` if `spec` could never be placed here or its data cannot be read.
 
     `cluster`: under a queueing executor, the GPUs of each of its nodes instead of `gpus`.
     `rules`: which paths the job may name, judged with whose rights.
+    `box`: the cores and host memory this box gives jobs (None: not judged here).
     """
     if cluster is None:
         _check_resources(spec, gpus, headroom_mb)
+        if box is not None:
+            _check_host(spec, box)
     else:
         _check_cluster_resources(spec, cluster)
     rules.check(path_uses(spec))
@@ -158,6 +163,35 @@ def _check_resources(spec: JobSpec, gpus: Sequence[DeviceReading], headroom_mb: 
         raise Invalid(
             loc, f"{res.memory_mb} MiB per GPU is more than a GPU here has ({largest} MiB)"
         )
+
+
+def _check_host(spec: JobSpec, box: HostSize) -> None:
+    """A job asking for more cores or host memory than the box gives jobs (its own less
+    gpuq's reserve) could never start."""
+    res = spec.resources
+    if res.cpus is not None and res.cpus > box.cpus:
+        raise Invalid(
+            ("body", "resources", "cpus"),
+            f"{res.cpus:g} cores requested but this box gives jobs {box.cpus:g}"
+            + _less_reserve(box.total_cpus - box.cpus, "", "GPUQ_RESERVED_CPUS"),
+        )
+    if res.host_memory_mb is not None and res.host_memory_mb > box.memory_mb:
+        raise Invalid(
+            ("body", "resources", "host_memory_mb"),
+            f"{res.host_memory_mb} MiB of host memory requested but this box gives jobs "
+            f"{box.memory_mb} MiB"
+            + _less_reserve(
+                box.total_memory_mb - box.memory_mb, " MiB", "GPUQ_RESERVED_HOST_MEMORY_MB"
+            ),
+        )
+
+
+def _less_reserve(reserved: float, unit: str, setting: str) -> str:
+    """` (GPUQ_RESERVED_CPUS keeps 2 for the OS and gpuq)`, or nothing."""
+    if reserved <= 0:
+        return ""
+    figure = str(int(reserved)) if float(reserved).is_integer() else f"{reserved:g}"
+    return f" ({setting} keeps {figure}{unit} for the OS and gpuq)"
 
 
 def _readable_file(name: str) -> BinaryIO:

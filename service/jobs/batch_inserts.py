@@ -58,6 +58,8 @@ def _job_columns(
         "spec": item.body,
         "gpu_count": spec.resources.total_gpus,
         "memory_mb": spec.resources.memory_mb if spec.resources.gpu_count else None,
+        "cpus": item.share.cpus,
+        "host_memory_mb": item.share.host_memory_mb,
         "idempotency_key": item.key,
         "depends_on": list(spec.depends_on),
         "unix_user": caller.unix_user,

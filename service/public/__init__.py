@@ -11,6 +11,7 @@ from service.public.gpus import (
     GpuPublic,
     MaintenancePublic,
 )
+from service.public.host import HostJobPublic, HostPublic
 from service.public.jobs import (
     AttemptPublic,
     JobEvent,
@@ -53,6 +54,8 @@ __all__ = [
     "ForeignProcess",
     "GpuNodePublic",
     "GpuPublic",
+    "HostJobPublic",
+    "HostPublic",
     "JobEvent",
     "JobPage",
     "JobPublic",

@@ -78,6 +78,13 @@ class JobEvent(BaseModel):
     gpu_memory_peak_mb: int | None = described(
         "Highest GPU memory seen per GPU, in MiB (real GPUs)."
     )
+    host_memory_peak_mb: int | None = described(
+        "Highest host memory its processes held together, in MiB, as its fence measured it "
+        "when its latest attempt ended; null until then, or where it ran unfenced."
+    )
+    cpu_time_s: float | None = described(
+        "CPU time its processes used (all cores together), in seconds, measured likewise."
+    )
     num_replicas: int | None = described(
         "Replicas training in sync (MirroredStrategy), on all nodes together."
     )
@@ -174,6 +181,16 @@ class JobPublic(JobEvent):
     priority: int = described("Higher starts first.")
     spec: JobSpec = described("The job spec as accepted, defaults filled in.")
     memory_mb: int | None = described("Per-GPU cap in MiB; null for whole GPUs.")
+    cpus: float | None = described(
+        "CPU cores it got (per node): its spec's `resources.cpus`, else the site's default "
+        "(GPUQ_DEFAULT_CPUS_PER_GPU, GPUQ_DEFAULT_CPUS). Null: none asked and no default: it "
+        "holds no cores and is kept only to the box's."
+    )
+    host_memory_mb: int | None = described(
+        "Host memory it got in MiB (per node): its spec's `resources.host_memory_mb`, else "
+        "the site's default. Null: none asked and no default: it holds none and may use the "
+        "box's less gpuq's reserve (GPUQ_RESERVED_HOST_MEMORY_MB)."
+    )
     log_tail: list[str] = described("The last log lines of a job that did not succeed.")
     warnings: list[str] = described(
         "Things gpuq noticed, e.g. GPU memory over the cap under `warn`."

@@ -2,12 +2,16 @@
 submitter (their Unix account, the paths they name, command jobs as root, a webhook naming
 an internal address)? Asked for each job and each sweep member, and by dry runs."""
 
+from functools import cached_property
+
 from gpuq.contract.spec import JobSpec
 from service.addresses import AllowList, check_url
 from service.errors import Invalid, Unavailable
 from service.executors import Cluster, Node
 from service.gpus.inventory import Inventory
+from service.host import HostSize, host_size
 from service.jobs import admission
+from service.jobs.host_share import ShareDefaults
 from service.settings import Settings
 from service.store.db import Database
 from service.team import run_as, users
@@ -29,6 +33,18 @@ class SubmitChecks:
         self.inventory = inventory
         self.cluster = cluster  #: the nodes of an executor with a queue of its own
 
+    @cached_property
+    def box(self) -> HostSize | None:
+        """The cores and host memory this box gives jobs; None where a queueing executor
+        places them (Slurm: its nodes' sizes are its to judge)."""
+        return host_size(self.settings) if self.cluster is None else None
+
+    @cached_property
+    def share_defaults(self) -> ShareDefaults:
+        """What a job that names no cores or host memory gets here."""
+        largest = max((d.memory_total_mb for d in self.inventory.devices), default=0)
+        return ShareDefaults.of(self.settings, largest_gpu_mb=largest, box=self.box)
+
     def check(self, spec: JobSpec, caller: Caller) -> None:
         """Refuses (4xx) what could never run here, or not as `caller`."""
         settings = self.settings
@@ -43,7 +59,7 @@ class SubmitChecks:
             nodes = [node.gpus for node in nodes_of(self.cluster)]
         devices = self.inventory.devices
         admission.check_runnable(
-            spec, devices, settings.gpu_headroom_mb, cluster=nodes, rules=rules
+            spec, devices, settings.gpu_headroom_mb, cluster=nodes, rules=rules, box=self.box
         )
         if spec.webhook is not None:
             allow = AllowList.parse(settings.webhook_allow)

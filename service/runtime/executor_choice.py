@@ -5,10 +5,17 @@ executor, only, where jobs go to a cluster with a queue of its own, the cluster'
 list (`open_cluster`), which admission and `GET /v1/gpus` need.
 """
 
+import logging
+
 from service.executors import Cluster, Executor, LocalExecutor
+from service.executors.fences import open_fences
+from service.executors.job_fence import FencePolicy, fence_parent
 from service.executors.slurm import SlurmExecutor, SlurmNodes, slurm_environment_ok
 from service.gpus.inventory import InventoryError
+from service.host import host_size
 from service.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def open_executor(settings: Settings) -> Executor:
@@ -18,7 +25,13 @@ def open_executor(settings: Settings) -> Executor:
         _check_slurm()
         return SlurmExecutor(settings)
     socket = settings.socket_path.absolute() if settings.socket_path else None
-    return LocalExecutor(settings.runs_dir, settings.warm_workers, socket=socket)
+    fences = open_fences(settings.fences, fence_parent(settings.home))
+    if fences.kind == "none":
+        log.warning("jobs run unfenced: %s (gpuq doctor says more)", fences.why_none)
+    else:
+        log.info("each job in cgroups of its own (%s)", fences.kind)
+    fence = FencePolicy(fences, host_size(settings), settings.pids_per_cpu)
+    return LocalExecutor(settings.runs_dir, settings.warm_workers, socket=socket, fence=fence)
 
 
 def open_cluster(settings: Settings) -> Cluster | None:

@@ -8,8 +8,10 @@ from service.errors import Conflict, NotFound
 from service.executors import Cluster
 from service.gpus import maintenance
 from service.gpus.registry import GpuRegistry
-from service.public import DrainPublic, GpuNodePublic, GpuPublic
+from service.host import HostSize
+from service.public import DrainPublic, GpuNodePublic, GpuPublic, HostPublic
 from service.runtime.checks import nodes_of
+from service.runtime.host_view import describe_host
 from service.scheduler.dry_runs import DryRuns
 from service.store.db import Database
 from service.team.users import Caller
@@ -23,8 +25,10 @@ class Gpus:
         cluster: Cluster | None,
         dry_runs: DryRuns,
         wake: Callable[[], None],
+        size: HostSize,
     ) -> None:
         self.db = db
+        self.size = size  #: the box's cores and host memory, less gpuq's reserve
         self.registry = registry
         self.cluster = cluster  #: the nodes of an executor with a queue of its own
         self.dry_runs = dry_runs  #: what runs, as the database says
@@ -34,6 +38,10 @@ class Gpus:
         if self.cluster is not None:
             return [GpuNodePublic(**asdict(node)) for node in nodes_of(self.cluster)]
         return self._described()
+
+    def host(self) -> HostPublic:
+        """The box's cores and host memory, and what each running job holds."""
+        return describe_host(self.db, self.size, on_a_cluster=self.cluster is not None)
 
     def release(self, index: int, caller: Caller) -> GpuPublic:
         """Puts a draining or quarantined GPU back into use; 404 or 409 otherwise."""

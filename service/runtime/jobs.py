@@ -61,7 +61,8 @@ class Jobs:
         self, spec: JobSpec, caller: Caller, idempotency_key: str | None
     ) -> tuple[Submission, Callable[[], None]]:
         """What `caller` submits, and its checks."""
-        item = submission(spec, caller, idempotency_key, limits(self.settings))
+        defaults = self.checks.share_defaults
+        item = submission(spec, caller, idempotency_key, limits(self.settings), defaults)
         return item, partial(self.checks.check, spec, caller)
 
     def preview(self, spec: JobSpec, caller: Caller) -> Preview:

@@ -22,6 +22,7 @@ from service.gpus import registry
 from service.gpus.inventory import Inventory, discover
 from service.gpus.nvml import GpuProbe
 from service.gpus.registry import GpuRegistry
+from service.host import host_size
 from service.runtime.checks import SubmitChecks
 from service.runtime.executor_choice import open_cluster, open_executor
 from service.runtime.gpus import Gpus
@@ -151,14 +152,14 @@ def _service(
     settings, db = store.settings, store.db
     wake = scheduler.wake if scheduler is not None else _nobody
     checks = SubmitChecks(settings, db, store.registry.inventory, cluster)
-    dry_runs = DryRuns(db, settings, store.registry)
+    dry_runs = DryRuns(db, settings, store.registry, checks.share_defaults)
     return Service(
         settings=settings,
         db=db,
         registry=store.registry,
         jobs=Jobs(settings, db, checks, dry_runs, wake),
         sweeps=Sweeps(settings, db, checks, wake),
-        gpus=Gpus(db, store.registry, cluster, dry_runs, wake),
+        gpus=Gpus(db, store.registry, cluster, dry_runs, wake, host_size(settings)),
         dry_runs=dry_runs,
         scheduler=scheduler,
         also_stop=also_stop or _nobody,

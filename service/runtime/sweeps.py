@@ -41,6 +41,7 @@ class Sweeps:
             caller,
             idempotency_key=idempotency_key,
             limits=limits(settings),
+            defaults=self.checks.share_defaults,
         )
         self.wake()
         return stored

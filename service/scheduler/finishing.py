@@ -144,6 +144,9 @@ def finish_job(
     tail = tail[-LOG_TAIL_LINES:]
     memory = running.memory
     writes.record_utilisation(session, running.job_id, memory.util_avg_pct, memory.util_samples)
+    if exit.usage is not None:
+        used = exit.usage
+        writes.record_host_usage(session, running.job_id, used.memory_peak_mb, used.cpu_time_s)
     if outcome.status == JobStatus.succeeded:
         tail = []
     if outcome.status == JobStatus.queued:  # preempted: no failure, so no retry counts

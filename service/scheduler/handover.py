@@ -175,6 +175,8 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         held=job.held,
         after=after,
         params=job.params,
+        cpus=job.cpus,
+        host_memory_mb=job.host_memory_mb,
     )
     try:
         # Outside any write transaction: sbatch may take seconds.

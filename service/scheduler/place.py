@@ -8,6 +8,7 @@ from typing import Any
 from sqlmodel import Session
 
 from gpuq.contract.states import Reason
+from service.host import host_size
 from service.jobs import writes
 from service.scheduler import preempt, snapshot
 from service.scheduler.ended_usage import EndedUsage
@@ -33,6 +34,8 @@ class Placer:
         half_life_s = books.settings.fair_share_half_life_s
         self._queue = QueueReader()  #: the plan's own
         self._ended = EndedUsage(half_life_s)  #: the same, for fair share's ended jobs
+        #: the cores and host memory this box gives jobs: placed by, as its GPUs are
+        self._box = host_size(books.settings)
 
     def _snapshot(self, within: Session) -> snapshot.Snapshot | None:
         """What planning needs, with what runs as this process knows it (it runs the jobs);
@@ -49,6 +52,7 @@ class Placer:
             reader=self._queue,
             ended=self._ended,
             within=within,
+            box=self._box,
         )
 
     def wanted_in_s(self) -> float | None:

@@ -6,8 +6,15 @@ cannot start is the *head*: it gets a reservation (the earliest time and GPUs it
 start on, from the running jobs' time limits), and a job behind it may start now only if,
 by its own `time_limit_s`, it cannot delay that reservation (EASY backfill). A job over
 its owner's `max_gpus_running`, or a sweep member past its sweep's `max_parallel`, waits
-without holding anyone up. CPU-only jobs
-(`gpus: 0`) need no GPU and only wait for a CPU slot.
+without holding anyone up. CPU-only jobs (`gpus: 0`) need no GPU and wait for a CPU
+slot.
+
+Where the plan is given the box's room (`host_room.HostRoom`: gpuq places jobs on this
+box), a job also starts only if its `cpus` and `host_memory_mb` fit in what is free; a GPU
+job they do not fit is the head like one its GPUs do not, its reservation is when both
+would be free, and a job behind the head (a CPU-only one included) that would run past
+that start may take only the cores and memory the head leaves spare then. A CPU-only job
+is never the head: it holds no one back, as before.
 
 Which GPUs a job that can start gets (best fit, the closest set in the topology) is
 `gpu_choice`'s to say.
@@ -19,7 +26,15 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from service.scheduler.gpu_choice import Topology, choose
+from service.scheduler.host_room import HostRoom, RoomLeft
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
+from service.scheduler.reservation import Reservation, head_reservation, must_wait
+from service.scheduler.wait_reasons import (
+    DELAYS_HEAD,
+    gpus_wait_reason,
+    over_quota,
+    sweep_full,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,8 @@ class Request:
     owner: str = ""
     time_limit_s: float | None = None
     sweep_id: int | None = None  #: the sweep it is a member of
+    cpus: float | None = None  #: cores it holds while it runs (None: none)
+    host_memory_mb: int | None = None  #: host memory it holds while it runs (None: none)
     #: its place when every owner weighs the same: priority (higher earlier), then
     #: submission, in one int (which sorts quicker than a tuple)
     rank: int = field(init=False, repr=False, compare=False)
@@ -48,20 +65,12 @@ class Placement:
     backfill: bool = False  #: started ahead of a blocked head job
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """The head job's earliest start: when (inf if a running job has no time limit) and
-    on which GPUs (None if it fits nowhere even on an empty box)."""
-
-    start: float
-    gpus: tuple[int, ...] | None
-
-
 @dataclass
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     waiting: dict[int, str] = field(default_factory=dict)  #: job id → human reason
-    #: the first GPU job that fits nowhere as the GPUs are now (what preemption serves)
+    #: the first GPU job that cannot start, for its GPUs or its share of the box as they
+    #: are now (what preemption serves)
     head: Request | None = None
 
 
@@ -87,55 +96,12 @@ _OWNER = attrgetter("owner")
 _RANK = attrgetter("rank")
 
 
-def _wait_reason(occupancy: Occupancy, request: Request) -> str:
-    need = "whole" if request.memory_mb is None else f"with {request.memory_mb} MiB free"
-    if request.gpu_ids is not None:
-        which = ", ".join(str(i) for i in request.gpu_ids)
-        blocked = [
-            occupancy.describe(i)
-            for i in request.gpu_ids
-            if not occupancy.fits(i, request.memory_mb)
-        ]
-        return f"waiting for GPUs {which} {need}; " + "; ".join(blocked)
-    noun = "GPU" if request.gpus == 1 else "GPUs"
-    state = "; ".join(occupancy.describe(i) for i in sorted(occupancy.gpus))
-    return f"waiting for {request.gpus} {noun} {need}; {state}"
-
-
-def _reserve(occupancy: Occupancy, request: Request, topology: Topology) -> Reservation:
-    ends = sorted({h.ends_at for hs in occupancy.claims_on.values() for h in hs if h.ends_at})
-    for ended in [*ends, math.inf]:
-        chosen = choose(occupancy.without(ended), request, topology)
-        if chosen is not None:
-            return Reservation(ended, chosen)
-    return Reservation(math.inf, None)
-
-
-def earliest_start(
-    request: Request,
-    gpus: Sequence[GpuSlot],
-    allocations: Sequence[Claim],
-    topology: Topology | None = None,
-) -> Reservation:
-    """When and where `request` could start at the earliest, given every claim's end."""
-    return _reserve(Occupancy(gpus, allocations), request, topology or {})
-
-
-def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
-    """Whether a job on `chosen` GPUs until `ends_at` could push the head's start back."""
-    if head.gpus is None:
-        return False
-    if ends_at <= head.start < math.inf:
-        return False
-    return bool(set(chosen) & set(head.gpus))
-
-
 Shape = tuple[int, int | None, tuple[int, ...] | None]  #: GPUs, memory, GPU ids asked
 
 
 class _Planning:
-    """What one `plan` keeps as it goes down the queue: the GPUs, the slots and the counts
-    its placements change, and the plan so far."""
+    """What one `plan` keeps as it goes down the queue: the GPUs, the box's room, the
+    slots and the counts its placements change, the head, and the plan so far."""
 
     def __init__(
         self,
@@ -144,31 +110,107 @@ class _Planning:
         cpu_slots: int,
         running_gpus: Mapping[str, int] | None,
         sweep_running: Mapping[int, int] | None,
+        room: HostRoom | None,
     ) -> None:
         self.occupancy = Occupancy(gpus, allocations)
+        #: the box's cores and host memory; None: not counted (Slurm places by them)
+        self.room = None if room is None else RoomLeft(room)
         self.cpu_slots = cpu_slots
         #: owner → GPUs held, this plan's placements included
         self.owners = dict(running_gpus or {})
         #: sweep → members running, this plan's placements included
         self.members = dict(sweep_running or {})
         self.result = Plan()
+        #: the head's earliest start, once there is a head
+        self.reserved = Reservation(math.inf, None)
+        #: `waiting behind job <head>, `: the start of the reason of a job held behind it
+        self.behind = ""
         #: shapes that fit nowhere as the GPUs are now: a long queue asks the same few
         #: shapes again and again, and only a placement changes the answer
         self.unplaceable: set[Shape] = set()
 
-    def start_cpu_job(self, request: Request) -> None:
-        """Starts a CPU-only job if a CPU slot is left, else says it waits for one."""
-        if self.cpu_slots > 0:
-            self.cpu_slots -= 1
-            self._count(request, Placement(request.job_id, (), None))
+    def start_cpu_job(self, request: Request, ends_at: float | None) -> None:
+        """Starts a CPU-only job if a CPU slot is left and its share of the box fits
+        without delaying the head, else says what it waits for."""
+        waiting, left = self.result.waiting, self.room
+        if self.cpu_slots <= 0:
+            waiting[request.job_id] = "waiting for a CPU job slot"
+            return
+        if left is not None:
+            if not left.fits(request):
+                waiting[request.job_id] = "waiting for " + left.wait_reason(request)
+                return
+            if left.delays_head(request, ends_at):
+                waiting[request.job_id] = self.behind + f"which starts first; {DELAYS_HEAD}"
+                return
+            left.take(request, ends_at)
+        self.cpu_slots -= 1
+        self._count(request, Placement(request.job_id, (), None))
+
+    def start_gpu_job(
+        self, request: Request, shape: Shape, ends_at: float | None, topology: Topology
+    ) -> None:
+        """Starts a GPU job if its GPUs and its share of the box fit now and, behind the
+        head, it cannot delay it; else says why it waits (the first that cannot start
+        is the head)."""
+        left, head = self.room, self.result.head
+        why = None if head is None or left is None else self._room_holds_back(request, ends_at)
+        if why is not None:  # held back by the box's room: no GPU need be chosen
+            self.result.waiting[request.job_id] = self.behind + why
+            return
+        chosen = choose(self.occupancy, request, topology)
+        if chosen is None:
+            self.unplaceable.add(shape)
+        if head is not None:
+            why = (
+                "which starts first"
+                if chosen is None
+                else must_wait(chosen, ends_at, self.reserved)
+            )
+            if why is not None:
+                self.result.waiting[request.job_id] = self.behind + why
+                return
+        elif chosen is None or (left is not None and not left.fits(request)):
+            self._block(request, chosen, topology)
+            return
+        assert chosen is not None
+        self.start(request, chosen, ends_at, backfill=head is not None)
+
+    def _room_holds_back(self, request: Request, ends_at: float | None) -> str | None:
+        """Why the box's room keeps a job behind the head: it does not fit now, or it
+        could delay the head; None if neither."""
+        assert self.room is not None
+        if not self.room.fits(request):
+            return "which starts first"
+        if self.room.delays_head(request, ends_at):
+            return f"which starts first; {DELAYS_HEAD}"
+        return None
+
+    def _block(self, request: Request, chosen: tuple[int, ...] | None, topology: Topology) -> None:
+        """`request` (a GPU job that cannot start now) is the head: says what it waits
+        for, and reserves its earliest start, the box's spare included."""
+        self.result.head = request
+        self.behind = f"waiting behind job {request.job_id}, "
+        occupancy, left = self.occupancy, self.room
+        self.reserved = reserved = head_reservation(occupancy, left, request, topology)
+        if left is not None and reserved.gpus is not None:
+            left.reserve(request, reserved.start)
+        if chosen is None:
+            why = gpus_wait_reason(occupancy, request)
+            if left is not None and not left.fits(request):
+                why += "; and for " + left.wait_reason(request)
         else:
-            self.result.waiting[request.job_id] = "waiting for a CPU job slot"
+            assert left is not None  # its GPUs fit: only the box's room can stop it
+            why = "waiting for " + left.wait_reason(request)
+        self.result.waiting[request.job_id] = why
 
     def start(
         self, request: Request, chosen: tuple[int, ...], ends_at: float | None, backfill: bool
     ) -> None:
         """Places a GPU job on `chosen` until `ends_at`."""
         self.occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
+        if self.room is not None:
+            self.room.take(request, ends_at)
         self.unplaceable.clear()
         self.owners[request.owner] = self.owners.get(request.owner, 0) + request.gpus
         placement = Placement(request.job_id, chosen, request.memory_mb, backfill=backfill)
@@ -178,26 +220,6 @@ class _Planning:
         if request.sweep_id is not None:
             self.members[request.sweep_id] = self.members.get(request.sweep_id, 0) + 1
         self.result.placements.append(placement)
-
-
-def _sweep_full(sweep: int, running: int) -> str:
-    return f"sweep {sweep} already runs {running} member(s), its max_parallel"
-
-
-def _over_quota(request: Request, held: int, max_gpus_running: int) -> str:
-    return (
-        f"over quota: {request.owner} already runs {held} GPU(s) and may run "
-        f"{max_gpus_running} (max_gpus_running)"
-    )
-
-
-def _must_wait(chosen: tuple[int, ...], ends_at: float | None, head: Reservation) -> str | None:
-    """Why a job that fits now on `chosen` may not start ahead of the head; None if it may."""
-    if ends_at is None:
-        return "which starts first (a job with a time_limit_s could use idle GPUs meanwhile)"
-    if _delays(chosen, ends_at, head):
-        return "which starts first; this job could delay it"
-    return None
 
 
 def plan(
@@ -214,83 +236,39 @@ def plan(
     max_gpus_running: int | None = None,
     sweep_limits: Mapping[int, int] | None = None,
     sweep_running: Mapping[int, int] | None = None,
+    room: HostRoom | None = None,
 ) -> Plan:
     """Decides which queued jobs start now and on which GPUs; says why the others wait.
 
     `now` and the claims' `ends_at` are seconds on one clock; a job stops at most `grace_s`
     after its time limit. `usage` (owner → recent GPU-seconds) orders equal priorities;
-    `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, and
-    `sweep_running` (sweep → members running) against `sweep_limits` (its `max_parallel`).
-    """
+    `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, `sweep_running`
+    (sweep → members running) against `sweep_limits` (its `max_parallel`); `room`: the
+    box's cores and host memory, and what runs holds of them (None: not counted)."""
     topology, limits = topology or {}, sweep_limits or {}
-    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running)
-    # The loop runs for every queued job: what it reads often is bound here, and each job
-    # costs no call past `choose` until it starts or is the head.
-    occupancy, owners, members = planning.occupancy, planning.owners, planning.members
-    result, waiting, unplaceable = planning.result, planning.result.waiting, planning.unplaceable
-    head: Request | None = None
-    reserved = Reservation(math.inf, None)
+    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running, room)
+    # The loop runs for every queued job: what it reads often is bound here, and a job
+    # whose GPUs fit nowhere (most of a long queue) costs no call at all.
+    owners, members = planning.owners, planning.members
+    waiting, unplaceable = planning.result.waiting, planning.unplaceable
+    first = ""  #: the reason of a job behind the head whose GPUs fit nowhere
     for request in order(queue, usage):
         sweep = request.sweep_id
         if sweep is not None and sweep in limits and members.get(sweep, 0) >= limits[sweep]:
-            waiting[request.job_id] = _sweep_full(sweep, members[sweep])
+            waiting[request.job_id] = sweep_full(sweep, members[sweep])
             continue
+        ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
         if request.gpus == 0:
-            planning.start_cpu_job(request)
+            planning.start_cpu_job(request, ends_at)
             continue
         held = owners.get(request.owner, 0)
         if max_gpus_running is not None and held + request.gpus > max_gpus_running:
-            waiting[request.job_id] = _over_quota(request, held, max_gpus_running)
+            waiting[request.job_id] = over_quota(request.owner, held, max_gpus_running)
             continue
         shape = (request.gpus, request.memory_mb, request.gpu_ids)
-        chosen = None if shape in unplaceable else choose(occupancy, request, topology)
-        if chosen is None:
-            unplaceable.add(shape)
-        ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
-        if head is not None:
-            why = "which starts first" if chosen is None else _must_wait(chosen, ends_at, reserved)
-            if why is not None:
-                waiting[request.job_id] = f"waiting behind job {head.job_id}, {why}"
-                continue
-        elif chosen is None:
-            head = result.head = request
-            reserved = _reserve(occupancy, request, topology)
-            waiting[request.job_id] = _wait_reason(occupancy, request)
+        if shape in unplaceable:  # only ever behind the head: the first such job is it
+            waiting[request.job_id] = first
             continue
-        assert chosen is not None
-        planning.start(request, chosen, ends_at, backfill=head is not None)
-    return result
-
-
-@dataclass
-class PlanInputs:
-    """Everything `plan` reads, gathered by the scheduler in one place."""
-
-    queue: list[Request]
-    gpus: list[GpuSlot]
-    allocations: list[Claim]
-    cpu_slots: int = 0
-    topology: Topology = field(default_factory=dict)
-    now: float = 0.0
-    grace_s: float = 0.0
-    usage: dict[str, float] = field(default_factory=dict)
-    running_gpus: dict[str, int] = field(default_factory=dict)
-    max_gpus_running: int | None = None
-    sweep_limits: dict[int, int] = field(default_factory=dict)
-    sweep_running: dict[int, int] = field(default_factory=dict)
-
-    def plan(self) -> Plan:
-        return plan(
-            self.queue,
-            self.gpus,
-            self.allocations,
-            self.cpu_slots,
-            self.topology,
-            now=self.now,
-            grace_s=self.grace_s,
-            usage=self.usage,
-            running_gpus=self.running_gpus,
-            max_gpus_running=self.max_gpus_running,
-            sweep_limits=self.sweep_limits,
-            sweep_running=self.sweep_running,
-        )
+        planning.start_gpu_job(request, shape, ends_at, topology)
+        first = planning.behind + "which starts first"
+    return planning.result

@@ -4,6 +4,8 @@ hold, the cheapest of them (`victim_choice.victims`) get SIGTERM, as a cancel wo
 head waits with a reason that names them. Each victim saves and exits; `finishing` queues it
 again to resume (reason `preempted`, no retry counted), and the next plan starts the head
 on the GPUs it gave back. While any victim is still stopping nothing more is preempted.
+Where the head waits for cores or host memory of the box, the victims must give back
+enough of those too.
 
 Under an executor with a queue of its own (Slurm) the `place` step does not run: Slurm's
 own preemption is the path there."""
@@ -19,7 +21,8 @@ from sqlalchemy import bindparam, select
 from gpuq.contract.spec import may_be_preempted
 from gpuq.contract.states import ACTIVE, Reason
 from service.jobs.writes import JOB
-from service.scheduler.placement import PlanInputs, Request
+from service.scheduler.placement import Request
+from service.scheduler.plan_inputs import PlanInputs
 from service.scheduler.running import Books
 from service.scheduler.victim_choice import Candidate, Rules, eligible, victims
 from service.settings import Settings
@@ -51,6 +54,8 @@ _ACTIVE = select(
     JOB.c.owner,
     JOB.c.priority,
     JOB.c.gpu_count,
+    JOB.c.cpus,
+    JOB.c.host_memory_mb,
     JOB.c.spec["kind"].as_string().label("kind"),
     JOB.c.spec["preemptible"].as_boolean().label("preemptible"),
     JOB.c.started_at,
@@ -88,7 +93,17 @@ def candidates(jobs: list[Any], rule: Rules, now: float) -> list[Candidate]:
             preemptions=job.preemptions,
             stopping=job.stop_sent_at is not None,
         ):
-            found.append(Candidate(job.id, job.owner, job.priority, job.gpu_count, now - mark))
+            found.append(
+                Candidate(
+                    job.id,
+                    job.owner,
+                    job.priority,
+                    job.gpu_count,
+                    now - mark,
+                    cpus=job.cpus,
+                    host_memory_mb=job.host_memory_mb,
+                )
+            )
     return found
 
 
@@ -132,7 +147,7 @@ def _cheapest(
     inputs: PlanInputs, head: Request, jobs: list[Any], rule: Rules
 ) -> tuple[Candidate, ...]:
     found = candidates(jobs, rule, time.time())
-    return victims(head, inputs.gpus, inputs.allocations, found, inputs.topology)
+    return victims(head, inputs.gpus, inputs.allocations, found, inputs.topology, inputs.room)
 
 
 def listed(victims: tuple[Candidate, ...]) -> str:

@@ -13,6 +13,7 @@ from sqlmodel import col
 
 from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus
+from service.jobs.host_share import HostShare
 from service.jobs.reads import highest_revision
 from service.scheduler.placement import Request
 from service.store.tables import Job
@@ -40,6 +41,8 @@ class QueuedJob:
     wait_reason: str | None
     queue_position: int | None
     sweep_id: int | None
+    cpus: float | None = None  #: the cores it got at submit (None: none)
+    host_memory_mb: int | None = None  #: the host memory it got at submit (None: none)
 
     @cached_property
     def request(self) -> Request:
@@ -54,6 +57,8 @@ class QueuedJob:
             owner=self.owner,
             time_limit_s=self.time_limit_s,
             sweep_id=self.sweep_id,
+            cpus=self.cpus,
+            host_memory_mb=self.host_memory_mb,
         )
 
     @cached_property
@@ -98,6 +103,8 @@ class QueuedJob:
             col(Job.wait_reason),
             col(Job.queue_position),
             col(Job.sweep_id),
+            col(Job.cpus),
+            col(Job.host_memory_mb),
             col(Job.rev),
         ).where(col(Job.status) == JobStatus.queued)
 
@@ -250,8 +257,11 @@ def _id_chunks(ids: list[int]) -> Iterator[list[int]]:
         yield ids[start : start + CHUNK]
 
 
-def request_for_spec(job_id: int, spec: JobSpec, owner: str) -> Request:
-    """The request a spec would make, e.g. for a dry run."""
+def request_for_spec(
+    job_id: int, spec: JobSpec, owner: str, share: HostShare = HostShare()
+) -> Request:
+    """The request a spec would make, e.g. for a dry run; `share`: the cores and host
+    memory it would get (its spec's, else the site's defaults)."""
     res = spec.resources
     return Request(
         job_id=job_id,
@@ -261,4 +271,6 @@ def request_for_spec(job_id: int, spec: JobSpec, owner: str) -> Request:
         memory_mb=res.memory_mb if res.gpu_count else None,
         owner=owner,
         time_limit_s=spec.time_limit_s,
+        cpus=share.cpus,
+        host_memory_mb=share.host_memory_mb,
     )

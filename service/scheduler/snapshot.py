@@ -16,11 +16,14 @@ from sqlmodel import Session, col
 from gpuq.contract.states import ACTIVE, GpuState
 from service.gpus import maintenance
 from service.gpus.registry import GpuRegistry, StoredGpu, unavailable
+from service.host import HostSize
 from service.jobs.writes import JOB, JobRow
 from service.public import DrainPublic
 from service.scheduler.ended_usage import EndedUsage
 from service.scheduler.fairshare import Interval, decayed_usage
-from service.scheduler.placement import Claim, GpuSlot, PlanInputs, order
+from service.scheduler.host_holds import latest_end, read_room
+from service.scheduler.placement import Claim, GpuSlot, order
+from service.scheduler.plan_inputs import PlanInputs
 from service.scheduler.queued import QueuedJob, QueueReader
 from service.scheduler.readiness import Dependency, failed_dependency, not_considered
 from service.settings import Settings
@@ -97,12 +100,14 @@ def take(
     reader: QueueReader | None = None,
     ended: EndedUsage | None = None,
     within: Session | None = None,
+    box: HostSize | None = None,
 ) -> Snapshot | None:
     """Reads what planning needs; None when `skip_if_idle` and nothing is queued, so an idle
     tick costs one indexed query rather than a scan of recent jobs and a GPU reading.
     `reader` and `ended`: the scheduler's own, which keep what they read from one step to
     the next (the queue; fair share's usage of the jobs that ended); `within`: a read
-    transaction of the caller's to read in (else one of its own)."""
+    transaction of the caller's to read in (else one of its own); `box`: the cores and
+    host memory this box gives jobs, to place by (None: not counted, as under Slurm)."""
     now_dt = utcnow()
     now = time.time()
     with db.read() if within is None else nullcontext(within) as session:
@@ -111,6 +116,8 @@ def take(
             return None
         half_life_s = settings.fair_share_half_life_s
         read = _read_inputs(session, gpus, queued, ended or EndedUsage(half_life_s), now)
+        grace_s = settings.cancel_grace_s
+        room = None if box is None else read_room(session.connection(), box, grace_s)
     usage = _usage(read, now, half_life_s)
     snapshot = Snapshot(
         queued=queued,
@@ -127,6 +134,7 @@ def take(
             max_gpus_running=settings.max_gpus_running,
             sweep_limits=read.sweep_limits,
             sweep_running=read.sweep_running,
+            room=room,
         ),
         drained=maintenance.box_reason(read.drains[None], now_dt) if None in read.drains else None,
     )
@@ -183,7 +191,7 @@ def _slots(read: _Read, foreign: Mapping[int, int]) -> list[GpuSlot]:
 
 def _claims(read: _Read, grace_s: float) -> list[Claim]:
     """Who holds what, and until when at the latest (time limit plus grace)."""
-    ends = {job_id: _ends_at(j, grace_s) for job_id, j in read.active.items()}
+    ends = {job_id: latest_end(j, grace_s) for job_id, j in read.active.items()}
     return [Claim(a.job_id, a.gpu_index, a.memory_mb, ends.get(a.job_id)) for a in read.allocations]
 
 
@@ -271,9 +279,3 @@ def _sweeps(connection: Connection, ids: set[int]) -> tuple[dict[int, int], dict
 
 def _dependency_states(ids: set[int]) -> Select[Any]:
     return select(JOB.c.id, JOB.c.status, JOB.c.reason).where(JOB.c.id.in_(ids))
-
-
-def _ends_at(job: JobRow, grace_s: float) -> float | None:
-    limit = job.time_limit_s
-    started = _seconds(job.started_at)
-    return None if limit is None or started is None else started + limit + grace_s

@@ -85,14 +85,15 @@ def new_launch(
     books: Books, job_id: int, attempt: int, spec: JobSpec, devices: DevicePlan, **queueing: Any
 ) -> Launch:
     """Attempt `attempt` of a job, resuming from the one before, with a builtin job's step
-    timeout. `queueing`: what a queueing executor orders and holds it by (`Launch`'s
-    fields)."""
+    timeout. `queueing`: the rest of `Launch`'s fields, from the job's row (its parameters,
+    cores and host memory; what a queueing executor orders and holds it by)."""
     return Launch(
         job_id,
         attempt,
         spec,
         devices,
         resume_from=attempt - 1 or None,
+        box_gpus=tuple(device.index for device in books.gpus.inventory.devices),
         step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
         collective_timeout_s=(
             spec.resources.collective_timeout_s or books.settings.collective_timeout_s
@@ -122,6 +123,8 @@ _CLAIMABLE = select(
     JOB.c.unix_user,
     JOB.c.created_at,
     JOB.c.params,
+    JOB.c.cpus,
+    JOB.c.host_memory_mb,
 ).where(JOB.c.id.in_(bindparam("ids", expanding=True)), JOB.c.status == JobStatus.queued)
 
 
@@ -190,7 +193,16 @@ class StartBatch:
             ),
         )
         waited = (utcnow() - job.created_at).total_seconds() if attempt == 1 else None
-        attempt_launch = new_launch(books, job_id, attempt, spec, devices, params=job.params)
+        attempt_launch = new_launch(
+            books,
+            job_id,
+            attempt,
+            spec,
+            devices,
+            params=job.params,
+            cpus=job.cpus,
+            host_memory_mb=job.host_memory_mb,
+        )
         return _Claimed(attempt_launch, job.owner, job.unix_user, running, waited)
 
 

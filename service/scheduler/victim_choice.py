@@ -12,16 +12,22 @@ one taken costs least, compared in this order:
    last epoch it reported, or its start), fewest first;
 3. the number of jobs, fewest first.
 
+Where the box's cores and host memory are counted (`host_room`), the set must also free
+enough of them for the head: a set whose GPUs would do but whose cores would not is not
+taken. Only jobs on GPUs are candidates, as before: a CPU-only job is never preempted.
+
 Only the `MAX_CANDIDATES` cheapest candidates by (priority, GPU-seconds lost) are weighed,
 every subset of them, so the choice is exact on any box gpuq runs on and bounded on a
 bigger one.
 """
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from service.scheduler.gpu_choice import Topology, choose
+from service.scheduler.host_room import HostRoom, fits_in
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
 from service.scheduler.placement import Request
 
@@ -38,6 +44,8 @@ class Candidate:
     priority: int
     gpus: int
     lost_s: float  #: seconds of its work since its last checkpoint
+    cpus: float | None = None  #: the cores it holds, given back when it stops
+    host_memory_mb: int | None = None  #: the host memory it holds, likewise
 
     @property
     def lost_gpu_s(self) -> float:
@@ -77,11 +85,13 @@ def victims(
     allocations: Sequence[Claim],
     candidates: Sequence[Candidate],
     topology: Topology | None = None,
+    room: HostRoom | None = None,
 ) -> tuple[Candidate, ...]:
-    """The cheapest set of `candidates` (eligible running jobs) whose GPUs, once theirs are
-    given back, let `request` start; empty if it would start without them (draining GPUs
-    counted free) or cannot start even with all of them. Only jobs of lower priority than
-    `request` are taken."""
+    """The cheapest set of `candidates` (eligible running jobs) whose GPUs, and cores and
+    host memory of the box's `room` (None: not counted), once theirs are given back, let
+    `request` start; empty if it would start without them (draining GPUs counted free) or
+    cannot start even with all of them. Only jobs of lower priority than `request` are
+    taken."""
     if request.gpus == 0:
         return ()
     # A GPU that drains after a job's end (a victim's, say) is free in seconds: no one is
@@ -89,7 +99,8 @@ def victims(
     soon = [replace(g, unavailable=None) if g.draining else g for g in gpus]
     occupancy = Occupancy(soon, allocations)
     topology = topology or {}
-    if choose(occupancy, request, topology) is not None:
+    free_cpus, free_mb = room.free() if room is not None else (math.inf, math.inf)
+    if fits_in(request, free_cpus, free_mb) and choose(occupancy, request, topology) is not None:
         return ()
     lower = sorted(
         (c for c in candidates if c.priority < request.priority and c.gpus > 0),
@@ -99,6 +110,9 @@ def victims(
     for size in range(1, len(lower) + 1):
         for subset in itertools.combinations(lower, size):
             if best and _cost(subset) >= _cost(best):
+                continue
+            cpus = free_cpus + sum(c.cpus or 0.0 for c in subset)
+            if not fits_in(request, cpus, free_mb + sum(c.host_memory_mb or 0 for c in subset)):
                 continue
             freed = occupancy.without_jobs({c.job_id for c in subset})
             if choose(freed, request, topology) is not None:

@@ -35,6 +35,10 @@ class Job(SQLModel, table=True):
     spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     gpu_count: int
     memory_mb: int | None = None
+    #: the CPU cores and host memory (MiB) it got, per node: its spec's, else the site's
+    #: defaults, resolved at submit; None: none asked and no default applies
+    cpus: float | None = None
+    host_memory_mb: int | None = None
     assigned_gpus: list[int] = Field(
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
@@ -52,6 +56,9 @@ class Job(SQLModel, table=True):
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
     gpu_memory_peak_mb: int | None = None
+    #: measured by its fence when an attempt ends: peak host memory (MiB), CPU time (s)
+    host_memory_peak_mb: int | None = None
+    cpu_time_s: float | None = None
     log_tail: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     #: `{"gpu", "pids", "memory_mb"}` for each GPU a job's processes used without being given it

@@ -11,6 +11,7 @@ from gpuq.contract.sweep import SweepSpec
 from service.errors import Conflict, GpuqError
 from service.jobs.batch_inserts import INSERT_AUDIT
 from service.jobs.batch_store import store
+from service.jobs.host_share import ShareDefaults
 from service.jobs.submission import Limits, submission
 from service.store.db import Database, utcnow
 from service.store.tables import Sweep
@@ -28,8 +29,10 @@ def create_sweep(
     *,
     idempotency_key: str | None = None,
     limits: Limits = Limits(),
+    defaults: ShareDefaults = ShareDefaults(),
 ) -> tuple[Sweep, bool]:
-    """Stores the sweep and its members (queued jobs) owned by `caller`; with a known
+    """Stores the sweep and its members (queued jobs) owned by `caller`, each with the cores
+    and host memory it gets (`defaults` where it names none); with a known
     `idempotency_key` (per owner), returns the original sweep instead (False)."""
     key = None if idempotency_key is None else f"{caller.name}/{idempotency_key}"
     with db.write_connection() as conn:
@@ -39,7 +42,7 @@ def create_sweep(
                 return _stored_sweep(dict(found._mapping), spec), False
         now = utcnow()
         row = _insert_sweep(conn, spec, expansion, caller, key, now)
-        _store_members(conn, row.id, expansion, caller, limits)
+        _store_members(conn, row.id, expansion, caller, limits, defaults)
         _audit_submit(conn, row.id, spec.name, len(expansion.members), caller, now)
     return Sweep.model_validate(dict(row._mapping)), True
 
@@ -75,12 +78,17 @@ def _insert_sweep(
 
 
 def _store_members(
-    conn: Connection, sweep_id: int, expansion: Expansion, caller: Caller, limits: Limits
+    conn: Connection,
+    sweep_id: int,
+    expansion: Expansion,
+    caller: Caller,
+    limits: Limits,
+    defaults: ShareDefaults,
 ) -> None:
     """Stores every member as a queued job; raises the first member's error, which names
     the member, and so refuses the whole sweep."""
     batch = [
-        submission(m.spec, caller, None, limits, sweep_id=sweep_id, params=m.params)
+        submission(m.spec, caller, None, limits, defaults, sweep_id=sweep_id, params=m.params)
         for m in expansion.members
     ]
     for index, answer in enumerate(store(conn, batch)):

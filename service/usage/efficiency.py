@@ -24,6 +24,10 @@ EFFICIENCY_FIELDS = (
     "gpu_memory_peak_mb",
     "gpu_util_avg_pct",
     "spec",
+    "cpus",
+    "host_memory_mb",
+    "host_memory_peak_mb",
+    "cpu_time_s",
 )
 
 
@@ -51,6 +55,7 @@ def efficiency(
         _memory_text(peak, limit, suggestion, capped=cap is not None) if on_gpus else "",
         f"GPU utilisation {util:.0f} %" if util is not None else "",
         _time_text(wall, limit_s, running=status in ACTIVE),
+        host_text(job, wall),
     ]
     return Efficiency(
         gpu_memory_peak_mb=peak,
@@ -61,6 +66,7 @@ def efficiency(
         wall_s=round(wall, 1),
         time_limit_s=limit_s,
         time_used_pct=round(100 * wall / limit_s, 1) if limit_s else None,
+        cores_used=_cores_used(job.get("cpu_time_s"), wall),
         text="; ".join(p for p in parts if p),
     )
 
@@ -99,6 +105,28 @@ def _memory_text(
     return text + (
         f": a cap of {memory_amount(suggestion)} would let others share it" if suggestion else ""
     )
+
+
+def _cores_used(cpu_time_s: float | None, wall_s: float) -> float | None:
+    """Cores' worth of CPU time over its run: its CPU time over its wall time."""
+    if cpu_time_s is None or wall_s <= 0:
+        return None
+    return round(cpu_time_s / wall_s, 1)
+
+
+def host_text(job: Mapping[str, Any], wall_s: float) -> str:
+    """`used 3.1 of 8 cores, 22 of 32 GiB host memory`: what its fence measured of the box
+    against what it got, once an attempt has ended ("" before)."""
+    cores = _cores_used(job.get("cpu_time_s"), wall_s)
+    peak, got = job.get("host_memory_peak_mb"), job.get("host_memory_mb")
+    parts = []
+    if cores is not None:
+        asked = job.get("cpus")
+        parts.append(f"{cores:g} of {asked:g} cores" if asked else f"{cores:g} cores")
+    if peak is not None:
+        held = _of(peak, got) if got else memory_amount(peak)
+        parts.append(f"{held} host memory")
+    return "used " + ", ".join(parts) if parts else ""
 
 
 def _time_text(wall_s: float, limit_s: float | None, *, running: bool) -> str:

@@ -111,6 +111,10 @@ class Efficiency(BaseModel):
     )
     time_limit_s: float | None = described("Its spec's `time_limit_s`; null: none.")
     time_used_pct: float | None = described("`wall_s` as a percentage of the time limit.")
+    cores_used: float | None = described(
+        "Cores' worth of CPU time its last attempt used (its cgroup's CPU time over `wall_s`), "
+        "against its `cpus`; null until an attempt has ended, or where jobs are not fenced."
+    )
     text: str = described(
         "All of it in one line, as `gpuq show` prints it, e.g. `used 2.1 of 8 GiB requested: "
         "ask for 3 GiB; GPU utilisation 43 %; ran 12 min of its 1 h limit`."

@@ -34,7 +34,6 @@ GPUQ_SCRIPT = Path(sys.executable).parent / "gpuq"
 #: `systemd-analyze security` names of the hardening the unit turns on.
 HARDENED = (
     "ProtectKernelTunables=",
-    "ProtectControlGroups=",
     "ProtectKernelLogs=",
     "ProtectHostname=",
     "RestrictRealtime=",
@@ -54,6 +53,7 @@ JOBS_NEED = {
     "MemoryDenyWriteExecute=": "XLA and CUDA compile code at run time",
     "SystemCallFilter=~@mount": "containers (apptainer, bwrap) run in jobs",
     "PrivateNetwork=": "jobs fetch data and talk to each other",
+    "ProtectControlGroups=": "gpuq makes each job's cgroups in the subtree delegated to it",
 }
 
 
@@ -150,6 +150,8 @@ def test_unit_keeps_jobs_and_state() -> None:
     assert one(settings, "Service.Restart") == "on-failure"
     # The kernel OOM-killing one job must not stop the service.
     assert one(settings, "Service.OOMPolicy") == "continue"
+    # Each job's cgroups are made in the unit's own subtree, which systemd hands to gpuq.
+    assert one(settings, "Service.Delegate") == "yes"
     assert one(settings, "Service.ProtectSystem") == "full"  # strict: data folders read-only
     assert one(settings, "Service.StateDirectory") == "gpuq"
     # systemd and gpuq agree on the state directory's mode: members pass through to the

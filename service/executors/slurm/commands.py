@@ -63,9 +63,13 @@ def sbatch_argv(
     after: Sequence[str],
     extra: str,
     run_as: Account | None = None,
+    cpus: float | None = None,
+    host_memory_mb: int | None = None,
 ) -> list[str]:
     """`sbatch --parsable ...` for one attempt of a gpuq job; `run_as`: submitted by root
-    for that account (GPUQ_RUN_AS=owner), so Slurm runs and accounts the job as its owner."""
+    for that account (GPUQ_RUN_AS=owner), so Slurm runs and accounts the job as its owner.
+    `cpus` and `host_memory_mb`: what the job got, per node, which Slurm's own cgroups
+    hold it to there."""
     argv = [
         "sbatch",
         "--parsable",
@@ -99,8 +103,22 @@ def sbatch_argv(
     if after:
         argv.append("--dependency=afterok:" + ":".join(after))
     argv.extend(shlex.split(extra))
+    # After the site's extras: the job's own figures win over a site-wide `--mem` (sbatch
+    # takes an option's last value).
+    argv.extend(_host_options(cpus, host_memory_mb))
     argv.append(script)
     return argv
+
+
+def _host_options(cpus: float | None, host_memory_mb: int | None) -> list[str]:
+    """The cores (whole ones: Slurm counts no fractions) and host memory of each node: one
+    task per node, so a task's cores are the node's."""
+    options = []
+    if cpus is not None:
+        options.append(f"--cpus-per-task={math.ceil(cpus)}")
+    if host_memory_mb is not None:
+        options.append(f"--mem={host_memory_mb}M")
+    return options
 
 
 def parse_sbatch(output: str) -> str:

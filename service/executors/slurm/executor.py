@@ -133,6 +133,8 @@ class SlurmExecutor:
             after=launch.after,
             extra=self.settings.slurm_sbatch_args,
             run_as=launch.run_as,
+            cpus=launch.cpus,
+            host_memory_mb=launch.host_memory_mb,
         )
 
     def _script(self, run_dir: Path) -> str:

@@ -13,6 +13,7 @@ from service.jobs.writes.ends import finish, requeue
 from service.jobs.writes.gate import ALLOCATION, JOB, JobRow, transition, update_job
 from service.jobs.writes.queued import cancel_queued, set_wait_reasons
 from service.jobs.writes.running import (
+    record_host_usage,
     record_idle,
     record_memory,
     record_placement_violation,
@@ -44,6 +45,7 @@ __all__ = [
     "mark_started",
     "record_handover",
     "record_hold",
+    "record_host_usage",
     "record_idle",
     "record_launch",
     "record_memory",

@@ -74,6 +74,16 @@ def record_utilisation(
         )
 
 
+def record_host_usage(
+    session: Session, job_id: int, memory_peak_mb: int | None, cpu_time_s: float | None
+) -> None:
+    """What the job's last attempt used of the box, as its fence measured it: its peak
+    host memory and its CPU time."""
+    if memory_peak_mb is not None or cpu_time_s is not None:
+        cpu = round(cpu_time_s, 2) if cpu_time_s is not None else None
+        update_job(session, job_id, host_memory_peak_mb=memory_peak_mb, cpu_time_s=cpu)
+
+
 def record_placement_violation(
     session: Session, job_id: int, *, gpu: int, pids: Sequence[int], memory_mb: int, warning: str
 ) -> None:

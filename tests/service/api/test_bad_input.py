@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.conftest import job_spec
+from tests.conftest import job_spec, serving
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -160,3 +160,49 @@ def test_cnn_on_flat_npz_arrays(api, tmp_path):
     keras = {"model": {"builtin": "cnn"}, "data": {"source": "npz", "path": str(path)}}
     response = api.post("/v1/jobs", json=job_spec(keras=keras))
     field_error(response, ["body", "keras", "data", "x"], "the cnn model needs images")
+
+
+#: a box of 8 cores and 16 GiB, 1 core and 1 GiB of them kept for the OS and gpuq
+SMALL_BOX = {"host_cpus": 8, "host_memory_mb": 16384, "reserved_cpus": 1}
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "words"),
+    [
+        (
+            {"cpus": 7.5},
+            "cpus",
+            "7.5 cores requested but this box gives jobs 7 (GPUQ_RESERVED_CPUS keeps 1 for",
+        ),
+        (
+            {"gpus": 0, "host_memory_mb": 16000},
+            "host_memory_mb",
+            "16000 MiB of host memory requested but this box gives jobs 15360 MiB "
+            "(GPUQ_RESERVED_HOST_MEMORY_MB keeps 1024 MiB for the OS and gpuq)",
+        ),
+    ],
+)
+def test_more_cores_or_host_memory_than_the_box_gives(settings, resources, field, words):
+    with serving(settings.model_copy(update=SMALL_BOX), schedule=False) as api:
+        response = api.post("/v1/jobs", json=job_spec(resources=resources))
+        field_error(response, ["body", "resources", field], words)
+        assert_nothing_queued(api)
+        sweep = job_spec(resources=resources, sweep={"parameters": {"keras.seed": [1, 2]}})
+        field_error(api.post("/v1/sweeps", json=sweep), ["body", "resources", field], words)
+        fits = {**resources, field: 7 if field == "cpus" else 15360}
+        assert api.post("/v1/jobs", json=job_spec(resources=fits)).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "words"),
+    [
+        ({"cpus": 0}, "cpus", "greater than 0"),
+        ({"cpus": 4097}, "cpus", "less than or equal to 4096"),
+        ({"cpus": "four"}, "cpus", "valid number"),
+        ({"host_memory_mb": 8}, "host_memory_mb", "greater than or equal to 16"),
+        ({"host_memory_mb": 1.5}, "host_memory_mb", "integer"),
+    ],
+)
+def test_cores_and_host_memory_out_of_range(api, resources, field, words):
+    response = api.post("/v1/jobs", json=job_spec(resources=resources))
+    field_error(response, ["body", "resources", field], words)

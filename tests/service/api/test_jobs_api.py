@@ -128,3 +128,52 @@ def test_dry_run_behind_queued_jobs_says_why_it_would_wait(api):
 def test_dry_run_still_refuses_what_can_never_run(api):
     response = api.post("/v1/jobs?dry_run=true", json=job_spec(resources={"gpus": 9}))
     assert response.status_code == 422
+
+
+#: a box of 16 cores and 64 GiB (its two GPUs have 8 GiB each), with the site's defaults
+DEFAULTS = {
+    "host_cpus": 16,
+    "host_memory_mb": 65536,
+    "reserved_host_memory_mb": 0,
+    "default_cpus_per_gpu": 4,
+    "default_host_memory_per_gpu_mb": 8192,
+    "default_cpus": 1.5,
+    "default_host_memory_mb": 2048,
+}
+
+
+@pytest.mark.parametrize(
+    ("resources", "cpus", "host_memory_mb"),
+    [
+        ({"gpus": 2}, 8, 16384),  # whole GPUs: the default for each
+        ({"gpus": 1, "memory_mb": 2048}, 1, 2048),  # a quarter of an 8 GiB GPU
+        ({"gpus": 1, "memory_mb": 1100}, 0.54, 1100),  # 0.537 cores, rounded up to 0.01
+        ({"gpus": 0}, 1.5, 2048),  # no GPU: the CPU-only defaults
+        ({"gpus": 0, "memory_mb": 2048}, 1.5, 2048),  # a cap means nothing without a GPU
+        ({"gpus": 2, "cpus": 3}, 3, 16384),  # the spec wins
+        ({"gpus": 1, "memory_mb": 2048, "host_memory_mb": 100}, 1, 100),
+        ({"gpus": 0, "cpus": 0.25, "host_memory_mb": 64}, 0.25, 64),
+    ],
+)
+def test_a_job_gets_its_specs_cores_and_host_memory_else_the_sites_defaults(
+    settings, resources, cpus, host_memory_mb
+):
+    with serving(settings.model_copy(update=DEFAULTS), schedule=False) as api:
+        response = submit(api, resources=resources)
+        assert response.status_code == 201, response.text
+        job = response.json()
+        assert (job["cpus"], job["host_memory_mb"]) == (cpus, host_memory_mb)
+        assert api.get(f"/v1/jobs/{job['id']}").json() == job
+        assert (job["host_memory_peak_mb"], job["cpu_time_s"]) == (None, None)
+
+
+def test_a_default_is_cut_to_the_box_and_none_is_null(settings):
+    big = DEFAULTS | {"default_cpus_per_gpu": 12, "default_host_memory_per_gpu_mb": 40000}
+    with serving(settings.model_copy(update=big), schedule=False) as api:
+        job = submit(api, resources={"gpus": 2}).json()
+        assert (job["cpus"], job["host_memory_mb"]) == (16, 65536)
+    with serving(settings, schedule=False) as api:  # no defaults
+        job = submit(api, resources={"gpus": 2}).json()
+        assert (job["cpus"], job["host_memory_mb"]) == (None, None)
+        job = submit(api, resources={"gpus": 0, "cpus": 2}).json()
+        assert (job["cpus"], job["host_memory_mb"]) == (2, None)

@@ -105,3 +105,29 @@ def test_a_command_sweep_may_not_set_its_own_parameter_variables(api):
     response = api.post("/v1/sweeps", json={**spec, "sweep": {"parameters": {"lr": [1, 2]}}})
     assert response.status_code == 422
     assert "GPUQ_PARAM_LR" in response.json()["detail"][0]["msg"]
+
+
+def test_each_member_gets_the_sites_default_cores_and_host_memory(settings):
+    defaults = {"host_cpus": 16, "default_cpus_per_gpu": 2, "default_host_memory_per_gpu_mb": 4096}
+    with serving(settings.model_copy(update=defaults), schedule=False) as api:
+        sweep = {"parameters": {"resources.memory_mb": [2048, 4096], "resources.gpus": [1, 2]}}
+        response = api.post("/v1/sweeps", json=job_spec(sweep=sweep))
+        assert response.status_code == 201, response.text
+        got = set()
+        for member in response.json()["members"]:
+            job = api.get(f"/v1/jobs/{member['job_id']}").json()
+            got.add(
+                (
+                    job["spec"]["resources"]["gpus"],
+                    job["memory_mb"],
+                    job["cpus"],
+                    job["host_memory_mb"],
+                )
+            )
+        # GPUs of 8 GiB: a 2 GiB cap is a quarter of one, a 4 GiB cap half
+        assert got == {
+            (1, 2048, 0.5, 1024),
+            (1, 4096, 1, 2048),
+            (2, 2048, 1, 2048),
+            (2, 4096, 2, 4096),
+        }

@@ -170,6 +170,19 @@ def test_show_gives_throughput_per_replica_for_a_multi_replica_job():
     assert "17,575 samples/s (8,788 per replica)" in job_summary(job)
 
 
+def test_show_gives_the_cores_and_host_memory_a_job_got_and_used():
+    job = {"id": 4, "name": "etl", "owner": "ana", "status": "running", "assigned_gpus": [0],
+           "progress": {}, "cpus": 4.0, "host_memory_mb": 32768}  # fmt: skip
+    assert "  host: 4 cores, 32 GiB of host memory" in job_summary(job).splitlines()
+    ended = job | {"status": "succeeded", "host_memory_peak_mb": 22630, "cpu_time_s": 3780.0}
+    line = "  host: 4 cores, 32 GiB of host memory; peak 22.1 GiB, 1 h 3 min CPU time"
+    assert line in job_summary(ended).splitlines()
+    unasked = job | {"cpus": 0.5, "host_memory_mb": None}
+    assert "  host: 0.5 cores" in job_summary(unasked).splitlines()
+    nothing = job | {"cpus": None, "host_memory_mb": None}
+    assert "host:" not in job_summary(nothing)
+
+
 # --- the HTTP commands, in-process against the API (`api`: jobs stay queued) ------------
 
 

@@ -105,6 +105,9 @@ def test_the_spec_carries_the_program_found_on_the_callers_path_and_the_options(
         (RunOptions(priority=5000), ["sh"], "--priority"),
         (RunOptions(retries=50), ["sh"], "--retries"),
         (RunOptions(name="no/slashes"), ["sh"], "--name"),
+        (RunOptions(cpus=0), ["sh"], "--cpus"),
+        (RunOptions(cpus=5000), ["sh"], "--cpus"),
+        (RunOptions(host_memory_mb=8), ["sh"], "--host-mem"),
     ],
 )
 def test_a_value_the_spec_refuses_names_its_option(options, argv, option):
@@ -136,6 +139,18 @@ def test_dry_run_json_prints_the_spec_and_sends_nothing(capsys, monkeypatch, tmp
     assert JobSpec.model_validate(spec, strict=False).command.workdir == str(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "command", [["run", "--dry-run", "--json"], ["shell", "--dry-run", "--json"]]
+)
+def test_cores_and_host_memory_are_read_with_their_units(capsys, monkeypatch, tmp_path, command):
+    monkeypatch.chdir(tmp_path)
+    args = [*command, "--gpus", "1", "--cpus", "0.5", "--host-mem", "32G", "--", "sh"]
+    assert main(args, api=_unreachable()) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["resources"] == {"gpus": 1, "cpus": 0.5, "host_memory_mb": 32768}
+    assert JobSpec.model_validate(spec, strict=False).resources.cpus == 0.5
+
+
 def test_a_sweep_from_the_command_line_is_a_grid_of_typed_values(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     args = ["run", "--dry-run", "--json", "--sweep", "lr=1e-3,1e-4", "--sweep", "act=relu,gelu"]
@@ -158,6 +173,12 @@ def test_a_sweep_from_the_command_line_is_a_grid_of_typed_values(capsys, monkeyp
     ("args", "option"),
     [
         (["run", "--mem", "lots", "--", "sh"], "'--mem'"),
+        (["run", "--cpus", "four", "--", "sh"], "'--cpus'"),
+        (["run", "--cpus", "-1", "--", "sh"], "'--cpus'"),
+        (["shell", "--cpus", "0"], "'--cpus'"),
+        (["run", "--host-mem", "32X", "--", "sh"], "'--host-mem'"),
+        (["shell", "--host-mem", "lots"], "'--host-mem'"),
+        (["run", "--host-mem", "8M", "--", "sh"], "'--host-mem'"),
         (["run", "--time", "90", "--", "sh"], "'--time'"),
         (["run", "--gpu-ids", "0,x", "--", "sh"], "'--gpu-ids'"),
         (["run", "--not-before", "25:61", "--", "sh"], "'--not-before'"),

@@ -47,8 +47,10 @@ def test_a_start_says_each_fact_once_and_nothing_of_the_libraries(tmp_path: Path
     # ...and with no user, as root, the socket is root's alone (anyone else: an admin).
     assert "for root alone while no user exists" in one(first, f"gpuq: local login on {home}/")
     one(first, "gpuq: NO USERS DEFINED")
+    # This machine's cgroup v1 controllers, as root: every job in cgroups of its own.
+    one(first, "service.runtime.executor_choice: each job in cgroups of its own (cgroup v1)")
     assert first[-1] == "gpuq: stopped"
-    assert len(first) == 8, first
+    assert len(first) == 9, first
 
     again = start_and_stop(server)
     database = one(again, "gpuq: database ")

@@ -1,5 +1,7 @@
 """How gpuq reads Slurm's machine-readable answers and what its states mean to a job."""
 
+from typing import Any
+
 import pytest
 
 from gpuq.contract.spec import JobSpec, SlurmOptions
@@ -90,21 +92,22 @@ def test_sbatch_arguments_carry_gpus_time_signal_placement_hold_and_dependencies
         assert option in argv
 
 
-def plain_sbatch(spec: JobSpec) -> list[str]:
-    """`sbatch`'s arguments for `spec` with no placement, hold, dependency or extras."""
-    return commands.sbatch_argv(
-        job_id=1,
-        script="s",
-        output="o",
-        workdir="w",
-        spec=spec,
-        where=SlurmOptions(),
-        grace_s=30,
-        priority_nice=1000,
-        held=False,
-        after=(),
-        extra="",
-    )
+def plain_sbatch(spec: JobSpec, **given: Any) -> list[str]:
+    """`sbatch`'s arguments for `spec` with no placement, hold, dependency or extras
+    (but what is `given`)."""
+    plain: dict[str, Any] = {
+        "job_id": 1,
+        "script": "s",
+        "output": "o",
+        "workdir": "w",
+        "where": SlurmOptions(),
+        "grace_s": 30,
+        "priority_nice": 1000,
+        "held": False,
+        "after": (),
+        "extra": "",
+    }
+    return commands.sbatch_argv(spec=spec, **{**plain, **given})
 
 
 def test_a_cpu_job_without_a_limit_asks_for_neither_gpus_nor_time():
@@ -170,3 +173,15 @@ def test_a_job_on_several_nodes_asks_for_them_with_one_task_and_its_gpus_on_each
     argv = plain_sbatch(spec)
     assert {"--nodes=3", "--ntasks-per-node=1", "--gres=gpu:2"} <= set(argv)
     assert spec.resources.total_gpus == 6
+
+
+def test_a_jobs_cores_and_host_memory_go_to_slurm_per_node_over_the_sites_own():
+    spec = JobSpec.model_validate(
+        {"kind": "command", "command": {"argv": ["true"]}, "resources": {"gpus": 2, "nodes": 2}}
+    )
+    argv = plain_sbatch(spec, extra="--mem=4G --cpus-per-task=2", cpus=2.5, host_memory_mb=32768)
+    # whole cores (Slurm counts no fractions), after the site's: sbatch takes the last
+    assert argv[-3:] == ["--cpus-per-task=3", "--mem=32768M", "s"]
+    assert {"--nodes=2", "--ntasks-per-node=1"} <= set(argv)
+    none_asked = plain_sbatch(spec)
+    assert not [a for a in none_asked if a.startswith(("--cpus-per-task", "--mem"))]

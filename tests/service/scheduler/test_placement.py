@@ -3,14 +3,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.scheduler.placement import (
-    Claim,
-    GpuSlot,
-    Request,
-    earliest_start,
-    order,
-    plan,
-)
+from service.scheduler.placement import Claim, GpuSlot, Request, order, plan
+from service.scheduler.reservation import earliest_start
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
 

@@ -1,6 +1,7 @@
 """Which running jobs a waiting job preempts: the cheapest set that lets it start, lowest
 priority first, then the fewest GPU-seconds lost, then the fewest jobs."""
 
+from service.scheduler.host_room import Hold, HostRoom
 from service.scheduler.placement import Claim, GpuSlot, Request
 from service.scheduler.victim_choice import MAX_CANDIDATES, Candidate, Rules, eligible, victims
 
@@ -12,8 +13,10 @@ def whole(*jobs: tuple[int, list[int]]) -> list[Claim]:
     return [Claim(job_id, gpu, None) for job_id, gpus in jobs for gpu in gpus]
 
 
-def candidate(job_id: int, *, priority: int = 0, gpus: int = 1, lost_s: float = 60.0):
-    return Candidate(job_id, f"user{job_id}", priority, gpus, lost_s)
+def candidate(
+    job_id: int, *, priority: int = 0, gpus: int = 1, lost_s: float = 60.0, **holds: float
+):
+    return Candidate(job_id, f"user{job_id}", priority, gpus, lost_s, **holds)
 
 
 def urgent(gpus: int = 1, priority: int = 5, memory_mb: int | None = None) -> Request:
@@ -109,3 +112,30 @@ def test_no_one_is_preempted_for_a_gpu_that_is_only_draining():
     # A GPU drained by an admin for maintenance is not coming back: job 2 is preempted.
     gpus = [GpuSlot(0, 8000, unavailable="drained for maintenance"), GpuSlot(1, 8000)]
     assert chosen(urgent(), gpus, whole((2, [1])), [candidate(2)]) == [2]
+
+
+def test_a_job_waiting_for_cores_preempts_jobs_that_give_back_enough_of_them():
+    # GPUs 2 and 3 are free; 4 cores, all held: 3 by job 1, 1 by job 2.
+    room = HostRoom(4, 64_000, (Hold(1, 3, 0), Hold(2, 1, 0)))
+    claims = whole((1, [0]), (2, [1]))
+    running = [candidate(1, lost_s=90, cpus=3), candidate(2, lost_s=5, cpus=1)]
+    head = Request(100, 5, 1, cpus=2)
+    # Job 2 loses less, but its one core is not enough.
+    assert chosen(head, FOUR, claims, running, room=room) == [1]
+    assert chosen(head, FOUR, claims, running) == []  # cores not counted: it starts as is
+
+
+def test_no_job_is_preempted_where_its_gpus_would_do_but_not_its_host_memory():
+    # Job 3 (not a candidate) holds most of the memory: preempting job 1 frees its GPUs
+    # and 8 GB, not the 20 GB the waiting job asks.
+    room = HostRoom(16, 32_000, (Hold(1, 0, 8_000), Hold(3, 0, 24_000)))
+    claims = whole((1, [0, 1, 2, 3]))
+    head = Request(100, 5, 1, host_memory_mb=20_000)
+    assert chosen(head, FOUR, claims, [candidate(1, gpus=4, host_memory_mb=8_000)], room=room) == []
+    assert chosen(head, FOUR, claims, [candidate(1, gpus=4)]) == [1]
+
+
+def test_nothing_is_preempted_when_the_gpus_and_the_cores_are_free_already():
+    room = HostRoom(4, 64_000, (Hold(1, 2, 0),))
+    head = Request(100, 5, 1, cpus=2)
+    assert chosen(head, FOUR, whole((1, [0])), [candidate(1, cpus=2)], room=room) == []

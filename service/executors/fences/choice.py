@@ -1,0 +1,95 @@
+"""Which fences this box gives gpuq (`open_fences`), from the kernel's own word: the
+cgroup file systems mounted (`/proc/self/mounts`) and gpuq's cgroup (`/proc/self/cgroup`).
+Nothing is written here; the first fence made writes."""
+
+import os
+from dataclasses import dataclass, field
+
+from service.executors.fences.cgroup_files import read_setting
+from service.executors.fences.shapes import Fences
+from service.executors.fences.unfenced import NoFences
+from service.executors.fences.v1 import V1_NEEDED, V1_OPTIONAL, CgroupV1Fences
+from service.executors.fences.v2 import V2_NEEDED, CgroupV2Fences
+
+MOUNTS = "/proc/self/mounts"
+OWN_CGROUP = "/proc/self/cgroup"
+DELEGATE = "under systemd with Delegate=yes"
+
+
+@dataclass
+class CgroupMounts:
+    """The cgroup hierarchies mounted here: v1's by controller, v2's one folder."""
+
+    v1: dict[str, str] = field(default_factory=dict)
+    v2: str | None = None
+
+
+def cgroup_mounts(table: str = MOUNTS) -> CgroupMounts:
+    """The v1 controllers gpuq uses and the v2 hierarchy, as `table` lists their mounts
+    (co-mounted v1 controllers, `cpu,cpuacct`, share a folder)."""
+    found = CgroupMounts()
+    with open(table) as mounts:
+        for line in mounts:
+            _, folder, kind, options, *_ = line.split()
+            if kind == "cgroup2" and found.v2 is None:
+                found.v2 = folder
+            elif kind == "cgroup":
+                for controller in options.split(","):
+                    if controller in (*V1_NEEDED, *V1_OPTIONAL):
+                        found.v1.setdefault(controller, folder)
+    return found
+
+
+def delegated_root(v2: str | None, own: str = OWN_CGROUP) -> str | None:
+    """gpuq's own v2 cgroup folder where it is delegated to gpuq: gpuq may write its
+    `cgroup.subtree_control` and make folders in it, and it offers what a fence needs."""
+    if v2 is None:
+        return None
+    with open(own) as cgroups:
+        path = next((line[3:].strip() for line in cgroups if line.startswith("0::")), None)
+    if path is None or path.endswith(" (deleted)"):
+        return None
+    root = os.path.join(v2, path.lstrip("/"))
+    offered = (read_setting(root, "cgroup.controllers") or "").split()
+    writable = os.access(root, os.W_OK) and os.access(
+        os.path.join(root, "cgroup.subtree_control"), os.W_OK
+    )
+    return root if writable and all(c in offered for c in V2_NEEDED) else None
+
+
+def v1_refusal(v1: dict[str, str]) -> str | None:
+    """Why v1 cannot fence jobs here, with the fix; None where it can."""
+    missing = [c for c in V1_NEEDED if c not in v1]
+    if missing:
+        return (
+            f"cgroup v1 has no {', '.join(missing)} controller mounted: mount it under "
+            f"/sys/fs/cgroup, or on cgroup v2 run gpuq {DELEGATE}"
+        )
+    if not all(os.access(v1[c], os.W_OK) for c in V1_NEEDED):
+        if os.geteuid() != 0:
+            return f"gpuq runs as uid {os.geteuid()}, not root: run it as root, or {DELEGATE}"
+        return "the cgroup v1 hierarchies are read-only here: mount /sys/fs/cgroup read-write"
+    return None
+
+
+def open_fences(mode: str = "auto", parent: str = "gpuq") -> Fences:
+    """The fences gpuq puts each job in (`GPUQ_FENCES`): "off", none; "auto", cgroup v2
+    where gpuq has a delegated subtree, else the v1 controllers where they are mounted and
+    gpuq may write them, else none, saying why. On v1 the fences are in `parent` in each
+    controller's hierarchy, one per gpuq on the box (`fence_parent`)."""
+    if mode == "off":
+        return NoFences("GPUQ_FENCES=off: set GPUQ_FENCES=auto to fence jobs")
+    if mode != "auto":
+        raise ValueError(f"GPUQ_FENCES is auto or off, not {mode!r}")
+    mounts = cgroup_mounts()
+    root = delegated_root(mounts.v2)
+    if root is not None:
+        return CgroupV2Fences(root)
+    why_not_v1 = v1_refusal(mounts.v1)
+    if why_not_v1 is None:
+        return CgroupV1Fences(mounts.v1, parent)
+    if mounts.v1:
+        return NoFences(why_not_v1)
+    if mounts.v2 is not None:
+        return NoFences(f"cgroup v2 without a delegated subtree: run gpuq {DELEGATE}")
+    return NoFences("no cgroup file system is mounted: mount cgroup2 at /sys/fs/cgroup")
