@@ -20,6 +20,7 @@ class FakeNvml:
         baseline_mb: int = 0,
         compute_modes: dict[int, str] | None = None,
         mig: dict[int, bool] | None = None,
+        near_cores: dict[int, tuple[int, ...]] | None = None,
     ) -> None:
         self.count = count
         self.memory_mb = memory_mb
@@ -27,6 +28,7 @@ class FakeNvml:
         self._topology = topology or {}
         self._compute_modes = compute_modes or {}
         self._mig = mig or {}
+        self._near_cores = near_cores or {}
         self._processes: dict[int, dict[int, int]] = {i: {} for i in range(count)}
         self.utilization: dict[int, int] = {}  #: GPU → percent busy (default 0)
         self._lock = threading.Lock()
@@ -57,6 +59,9 @@ class FakeNvml:
 
     def topology(self) -> dict[tuple[int, int], int]:
         return dict(self._topology)
+
+    def near_cores(self) -> dict[int, tuple[int, ...]]:
+        return dict(self._near_cores)
 
     def facts(self) -> DriverFacts:
         return DriverFacts(

@@ -10,13 +10,16 @@ it starts later is born inside. The runner then checks that it is inside before 
 program runs (`await_inside`), which covers the one start that cannot enter by itself (a
 runner started without the launcher, which gpuq moves in from outside).
 
-gpuq's own processes keep the kernel's OOM killer away (`oom_score_adj` below 0); a job's
-must not inherit that, so entering the fence puts the score back to 0.
+gpuq's own processes keep the kernel's OOM killer away (`oom_score_adj` -500 where they
+may); a job's must not inherit that: entering the fence raises its score to 200, above
+gpuq's on every box.
 """
 
 import os
 import time
 from collections.abc import Sequence
+
+from gpuq.contract.processes import JOB_OOM_SCORE, set_oom_score
 
 #: how long a runner waits to be moved into its fence from outside before it gives up
 ENTRY_WAIT_S = 10.0
@@ -25,21 +28,18 @@ PROC_CGROUP = "/proc/self/cgroup"
 
 def enter(folders: Sequence[str]) -> None:
     """Moves this process into each cgroup folder of its job's fence (none: the box has no
-    fences), and gives it an ordinary OOM score; OSError if the kernel refuses (the job
-    must not start unfenced)."""
+    fences), and gives it a job's OOM score; OSError if the kernel refuses (the job must
+    not start unfenced)."""
     for folder in folders:
         with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
             procs.write("0")
-    ordinary_oom_score()
+    job_oom_score()
 
 
-def ordinary_oom_score() -> None:
-    """The kernel's default OOM score for this process (gpuq's own processes lower theirs)."""
-    try:
-        with open("/proc/self/oom_score_adj", "w") as score:
-            score.write("0")
-    except OSError:
-        pass  # no /proc to write: nothing was lowered either
+def job_oom_score() -> None:
+    """This job process's OOM score: above gpuq's own, so the kernel's OOM killer takes a
+    job's process first (raising a score needs no privilege)."""
+    set_oom_score(JOB_OOM_SCORE)
 
 
 def inside(folders: Sequence[str], proc_cgroup: str = PROC_CGROUP) -> bool:

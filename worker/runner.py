@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
     began = time.time()
     run = RunDir(Path(argv[1]))
     survive_group_signals()
-    fenced.ordinary_oom_score()  # started by gpuq itself, not the launcher: its score
+    fenced.job_oom_score()  # started by gpuq itself, not the launcher: its score
     if not fenced.await_inside(os.environ.get("GPUQ_FENCE")):
         # Its program must not run unfenced.
         return never_started(run, "gpuq could not move the job into its cgroups (its fence)")

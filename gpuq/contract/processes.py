@@ -56,19 +56,29 @@ def never_hung_up() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
-#: gpuq's own processes' `oom_score_adj`: when the box runs out of memory, the kernel's OOM
-#: killer takes a job's process (score 0 and up) long before gpuq's
+#: gpuq's own processes' `oom_score_adj`, where they may lower it (CAP_SYS_RESOURCE)...
 SPARED_OOM_SCORE = -500
+#: ...and its jobs' processes', which anyone may raise theirs to: when the box runs out of
+#: memory, the kernel's OOM killer takes a job's process long before gpuq's
+JOB_OOM_SCORE = 200
 
 
 def spared_by_oom_killer() -> None:
-    """Lowers this process's OOM score (`SPARED_OOM_SCORE`) where it may (root): the
-    processes gpuq starts for jobs put theirs back to 0 (`worker.fenced`)."""
+    """Lowers this process's OOM score (`SPARED_OOM_SCORE`) where it may; the processes
+    gpuq starts for jobs raise theirs (`JOB_OOM_SCORE`, `worker.fenced`), which needs no
+    privilege, so a job is the OOM killer's choice before gpuq on every box."""
+    set_oom_score(SPARED_OOM_SCORE)
+
+
+def set_oom_score(score: int) -> bool:
+    """Sets this process's `oom_score_adj`; False where the kernel refuses (lowering it
+    takes CAP_SYS_RESOURCE)."""
     try:
-        with open("/proc/self/oom_score_adj", "w") as score:
-            score.write(str(SPARED_OOM_SCORE))
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(score))
     except OSError:
-        pass  # not root: gpuq's processes count as any other
+        return False
+    return True
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:

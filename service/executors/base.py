@@ -47,6 +47,8 @@ class Launch:
     host_memory_mb: int | None = None
     #: every GPU of the box (NVML indices): the fence denies the job those not its own
     box_gpus: tuple[int, ...] = ()
+    #: the CPU cores nearest its GPUs (their NUMA nodes', from NVML); empty: not known
+    near_cores: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

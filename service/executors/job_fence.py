@@ -9,7 +9,8 @@ never take the memory gpuq and the OS need; one that asked for no cores gets no 
 
 import hashlib
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuq.contract.states import JobStatus, Reason
@@ -25,15 +26,26 @@ class FencePolicy:
     fences: Fences
     host: HostSize
     pids_per_cpu: int = 512
+    #: the cores gpuq's jobs may run on: its own (a container's or a cpuset's share)
+    all_cores: frozenset[int] = field(default_factory=lambda: frozenset(os.sched_getaffinity(0)))
 
     def limits(self, launch: Launch) -> FenceLimits:
         cores = launch.cpus if launch.cpus is not None else self.host.total_cpus
         return FenceLimits(
             cpus=launch.cpus,
+            cpuset=self.cores_near(launch),
             memory_mb=launch.host_memory_mb or self.host.memory_mb,
             pids=self.pids_per_cpu * max(1, math.ceil(cores)),
             denied_gpus=tuple(sorted(set(launch.box_gpus) - set(launch.devices.indices))),
         )
+
+    def cores_near(self, launch: Launch) -> tuple[int, ...] | None:
+        """The cores a job may run on: those nearest its GPUs where the box has more than
+        one NUMA node and they are enough for the cores it got; None (any) otherwise."""
+        near = frozenset(launch.near_cores) & self.all_cores
+        if not near or near == self.all_cores or (launch.cpus or 0) > len(near):
+            return None
+        return tuple(sorted(near))
 
 
 def fence_parent(home: Path) -> str:

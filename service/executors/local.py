@@ -239,12 +239,22 @@ class LocalExecutor:
             runner.signal(signal.SIGKILL)
             self.fences.kill(runner.fence)
             usage = self.fences.usage(runner.fence)
-            if not self.fences.remove(runner.fence):
-                log.warning("job %d: its cgroups could not be removed yet", runner.job_id)
+            self.fences.remove(runner.fence)  # else, once its last process is gone
             del self._runners[runner.job_id]
             verdict = out_of_memory(usage, runner.host_memory_mb)
             ended.append(Exit(runner.job_id, read_json(runner.run.exit), verdict, usage))
+        self._clear_strays()
         return ended
+
+    def _clear_strays(self) -> None:
+        """Ends and removes the fences no job of this gpuq holds: one left by a start gpuq
+        never recorded (it stopped in between, and the job was queued again), or one that
+        still held a dying process when its job ended."""
+        held = {r.fence for r in self._runners.values()}
+        for name in self.fences.names():
+            if name not in held:
+                self.fences.kill(name)
+                self.fences.remove(name)
 
     def signal(self, job_id: int, sig: signal.Signals) -> None:
         runner = self._runners.get(job_id)

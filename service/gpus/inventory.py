@@ -29,10 +29,18 @@ class Inventory:
     topology: dict[tuple[int, int], int] = field(default_factory=dict)
     #: why `auto` fell back to simulated GPUs (NVML's error), None if it did not
     fallback: str | None = None
+    #: GPU index → the CPU cores nearest it (NVML); empty where unknown (simulated GPUs)
+    near_cores: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_probe(cls, probe: GpuProbe, *, simulated: bool) -> "Inventory":
-        return cls(probe.read(), simulated=simulated, probe=probe, topology=probe.topology())
+        return cls(
+            probe.read(),
+            simulated=simulated,
+            probe=probe,
+            topology=probe.topology(),
+            near_cores=probe.near_cores(),
+        )
 
     def describe(self) -> str:
         """The GPUs in a few words (`2x NVIDIA H100 80GB HBM3, 81559 MiB each (NVML)`)."""

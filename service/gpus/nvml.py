@@ -5,6 +5,8 @@ processes and memory, since CI has no GPU.
 """
 
 import itertools
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,6 +75,11 @@ class GpuProbe(Protocol):
         """The driver's versions and each GPU's compute and MIG modes."""
         ...
 
+    def near_cores(self) -> dict[int, tuple[int, ...]]:
+        """For each GPU index, the CPU cores nearest it (its NUMA node's: NVML's ideal
+        affinity); a GPU NVML says nothing of is left out."""
+        ...
+
 
 class NvmlUnavailable(RuntimeError):
     """NVML could not be loaded or found no GPU."""
@@ -134,6 +141,18 @@ class NvmlProbe:
             levels[(i, j)] = level
         return levels
 
+    def near_cores(self) -> dict[int, tuple[int, ...]]:
+        nvml = self._nvml
+        words = -(-(os.cpu_count() or 1) // 64)  # NVML's mask: 64 cores to a word
+        near = {}
+        for index in range(nvml.nvmlDeviceGetCount()):
+            try:
+                mask = nvml.nvmlDeviceGetCpuAffinity(nvml.nvmlDeviceGetHandleByIndex(index), words)
+            except nvml.NVMLError:
+                continue
+            near[index] = cores_in(mask)
+        return near
+
     def facts(self) -> DriverFacts:
         nvml = self._nvml
         gpus = []
@@ -168,3 +187,10 @@ class NvmlProbe:
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def cores_in(mask: Sequence[int]) -> tuple[int, ...]:
+    """The cores an NVML CPU mask names: word `w`'s bit `b` is core `64 * w + b`."""
+    return tuple(
+        64 * w + bit for w, bits in enumerate(mask) for bit in range(64) if bits >> bit & 1
+    )

@@ -94,6 +94,7 @@ def new_launch(
         devices,
         resume_from=attempt - 1 or None,
         box_gpus=tuple(device.index for device in books.gpus.inventory.devices),
+        near_cores=near_cores(books.gpus.inventory.near_cores, devices.indices),
         step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
         collective_timeout_s=(
             spec.resources.collective_timeout_s or books.settings.collective_timeout_s
@@ -102,6 +103,14 @@ def new_launch(
         ),
         **queueing,
     )
+
+
+def near_cores(near: dict[int, tuple[int, ...]], gpus: tuple[int, ...]) -> tuple[int, ...]:
+    """The cores nearest any of `gpus` (NVML's word for each); none where it said nothing
+    of one of them."""
+    if not gpus or any(gpu not in near for gpu in gpus):
+        return ()
+    return tuple(sorted({core for gpu in gpus for core in near[gpu]}))
 
 
 def hand_to_executor(

@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import command_spec, ended, wait_for
+from tests.conftest import command_spec, ended, serving, wait_for
 from tests.e2e.server import Server
+from tests.fakes import FakeNvml
 from tests.processes import gone
 
 pytestmark = pytest.mark.e2e
@@ -31,6 +32,17 @@ def said(settings, job_id: int, attempt: int = 1) -> dict:
     lines = [line for line in log.read_text().splitlines() if line.startswith("{")]
     assert lines, log.read_text()
     return json.loads(lines[-1])
+
+
+def oom_score_adj(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+
+
+def may_lower_oom_scores() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE (bit 24), which lowering a score takes."""
+    status = Path("/proc/self/status").read_text()
+    effective = next(line for line in status.splitlines() if line.startswith("CapEff:"))
+    return bool(int(effective.split()[1], 16) >> 24 & 1)
 
 
 def test_a_job_over_its_host_memory_ends_host_oom_and_its_neighbour_and_gpuq_live_on(
@@ -187,6 +199,11 @@ time.sleep(600)
             assert time.monotonic() < deadline, "the escapee never started"
             time.sleep(0.05)
         escapee = int(pidfile.read_text())
+        # The kernel's OOM killer takes a job's process long before gpuq's own (which
+        # lowers its score where it may: CAP_SYS_RESOURCE, which this machine's root lacks).
+        assert server.proc is not None
+        spared = -500 if may_lower_oom_scores() else 0
+        assert (oom_score_adj(server.proc.pid), oom_score_adj(escapee)) == (spared, 200)
         server.kill(signal.SIGKILL)
         assert not gone(escapee)
         server.start()
@@ -199,3 +216,13 @@ time.sleep(600)
             time.sleep(0.05)
     finally:
         server.kill()
+
+
+def test_on_a_box_of_two_numa_nodes_a_job_runs_on_the_cores_nearest_its_gpu(settings):
+    """NVML (a stand-in here) says core 0 is GPU 0's node and core 1 GPU 1's."""
+    fake = FakeNvml(near_cores={0: (0,), 1: (1,)})
+    program = "import os; print(json.dumps({'cores': sorted(os.sched_getaffinity(0))}))"
+    with serving(settings, probe=fake) as client:
+        job_id = submit(client, command_spec("import json\n" + program, gpu_ids=[1], cpus=1))
+        assert wait_for(client, job_id, ended)["status"] == "succeeded"
+    assert said(settings, job_id) == {"cores": [1]}

@@ -9,7 +9,9 @@ from service.executors.base import Launch
 from service.executors.fences import FenceUsage, open_fences
 from service.executors.job_fence import FencePolicy, fence_parent, out_of_memory
 from service.executors.prepare import thread_counts
+from service.gpus.nvml import cores_in
 from service.host import HostSize
+from service.scheduler.starting import near_cores
 
 BOX = HostSize(cpus=15.0, memory_mb=63 * 1024, total_cpus=16.0, total_memory_mb=64 * 1024)
 
@@ -58,3 +60,21 @@ def test_threads_follow_the_cores_a_job_got():
         "TF_NUM_INTRAOP_THREADS": "3",
         "TF_NUM_INTEROP_THREADS": "3",
     }
+
+
+def test_a_job_runs_on_the_cores_nearest_its_gpus_where_the_box_has_more_than_one_node():
+    box = frozenset(range(8))
+    policy = FencePolicy(open_fences("off"), BOX, all_cores=box)
+    assert policy.limits(launch((0,), cpus=2, near_cores=(0, 1, 2, 3))).cpuset == (0, 1, 2, 3)
+    # one node (every core is near), too few near cores for its share, or none known: any
+    assert policy.limits(launch((0,), cpus=2, near_cores=tuple(box))).cpuset is None
+    assert policy.limits(launch((0,), cpus=6, near_cores=(0, 1, 2, 3))).cpuset is None
+    assert policy.limits(launch((0,), cpus=2)).cpuset is None
+
+
+def test_the_cores_near_a_set_of_gpus_are_near_any_of_them():
+    near = {0: (0, 1), 1: (2, 3)}
+    assert near_cores(near, (0, 1)) == (0, 1, 2, 3)
+    assert near_cores(near, (0, 2)) == ()  # NVML said nothing of GPU 2
+    assert near_cores(near, ()) == ()
+    assert cores_in([0b1011, 0b1]) == (0, 1, 3, 64)
