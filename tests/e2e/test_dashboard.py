@@ -45,6 +45,9 @@ def test_the_dashboard_shows_gpus_a_loss_curve_per_epoch_and_the_log(trained, br
     ended = browser.eval(f"document.querySelector('#ended tr[data-job=\"{job_id}\"]').innerText")
     assert "succeeded" in ended
     assert "succeeded" in browser.eval("document.querySelector('#job-detail').innerText")
+    # The box's cores and host memory beside the GPUs (GET /v1/host).
+    host = browser.eval("document.querySelector('#host').innerText")
+    assert "Host cores" in host and "Host memory" in host and "kept for gpuq" in host
 
     png = browser.screenshot(ARTIFACTS / "dashboard.png")
     assert png.startswith(b"\x89PNG") and len(png) > 20_000

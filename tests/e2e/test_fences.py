@@ -164,6 +164,18 @@ def test_a_jobs_cgroups_hold_what_it_got_while_it_runs_and_go_when_it_ends(clien
     quota = int((by_controller["cpu"] / "cpu.cfs_quota_us").read_text())
     period = int((by_controller["cpu"] / "cpu.cfs_period_us").read_text())
     assert quota == period // 2
+    # The box says what the job holds of it, and so does /metrics.
+    host = client.get("/v1/host").json()
+    assert host["jobs"] == [
+        {"id": job_id, "owner": "anonymous", "cpus": 0.5, "host_memory_mb": 300}
+    ]
+    assert (host["cpus_held"], host["memory_held_mb"]) == (0.5, 300)
+    assert host["memory_free_mb"] == host["memory_total_mb"] - 1024 - 300
+    metrics = client.get("/metrics").text
+    assert 'gpuq_host_cpus{state="held"} 0.5' in metrics
+    assert f'gpuq_job_host_memory_bytes{{job="{job_id}",owner="anonymous"}} 3.145728e+08' in (
+        metrics
+    )
     assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
     assert wait_for(client, job_id, ended)["status"] == "cancelled"
     assert not any(f.exists() for f in folders), folders

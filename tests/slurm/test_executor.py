@@ -135,6 +135,17 @@ def test_a_keras_job_on_two_gpus_trains_through_slurm(server, slurm_cluster):
     assert [(n["node"], n["gpus"]) for n in nodes] == [(slurm_cluster.node, slurm_cluster.gpus)]
 
 
+def test_a_jobs_cores_and_host_memory_are_slurms_to_fence(server, slurm_cluster):
+    """The spec means the same on both: Slurm's own cgroups hold the job to them there."""
+    job_id = submit(server, command_spec(SLEEP.format(0), gpus=1, cpus=2.5, host_memory_mb=512))
+    job = until(server, job_id, lambda j: j["status"] in FINAL)
+    assert job["status"] == "succeeded", job
+    assert (job["cpus"], job["host_memory_mb"]) == (2.5, 512)
+    details = slurm_cluster.show_job(job["executor_job_id"])
+    assert details["NumCPUs"] == "3"  # whole cores: Slurm counts no fractions
+    assert details["MinMemoryNode"] == "512M"
+
+
 def test_a_job_waits_with_slurms_reason_while_the_node_is_full(server, slurm_cluster):
     whole = fill_the_node(server, slurm_cluster)
     waiting = submit(server, command_spec(SLEEP.format(0), gpus=1))
