@@ -107,6 +107,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.scheduling --jobs 2000 --queued 10000
 	$(BIN)/python -m bench.scale --sizes 1000,100000 --seconds 2
 	$(BIN)/python -m bench.usage --sizes 1000,100000
+	$(BIN)/python -m bench.fences --fences 50
 
 clean:
 	rm -rf $(VENV) .gpuq .pytest_cache .ruff_cache test-artifacts site

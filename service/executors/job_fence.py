@@ -62,11 +62,18 @@ def fence_name(job_id: int, attempt: int) -> str:
 
 def out_of_memory(usage: FenceUsage | None, asked_mb: int | None) -> Verdict | None:
     """The executor's word on a job the kernel's OOM killer struck inside its fence (None
-    if it did not): the job went over its host memory, its own problem alone."""
+    if it did not): the job went over its host memory, its own problem alone. `asked_mb`:
+    the `host_memory_mb` it got (None: none, or not known after a restart, when the limit
+    its fence holds is named instead)."""
     if usage is None or usage.oom_kills == 0:
         return None
     peak = f"; it peaked at {usage.memory_peak_mb} MiB" if usage.memory_peak_mb else ""
-    limit = f"host_memory_mb {asked_mb}" if asked_mb else "the box's memory less gpuq's reserve"
+    if asked_mb:
+        limit = f"host_memory_mb {asked_mb}"
+    elif usage.memory_limit_mb:
+        limit = f"{usage.memory_limit_mb} MiB"
+    else:
+        limit = "the box's memory less gpuq's reserve"
     return Verdict(
         JobStatus.failed,
         Reason.host_oom,

@@ -39,6 +39,18 @@ def keyed_number(text: str | None, key: str) -> int | None:
     return None
 
 
+#: v1's "no limit" is the largest page count in bytes, about 2**63: anything this large
+UNLIMITED_BYTES = 2**60
+
+
+def limit_mb(text: str | None) -> int | None:
+    """A memory limit file's figure in MiB: `memory.max`'s (v2: `max` for none) or
+    `memory.limit_in_bytes`'s (v1: a huge number for none); None for no limit."""
+    if text is None or not text.isdigit() or int(text) >= UNLIMITED_BYTES:
+        return None
+    return int(text) // MIB
+
+
 def cpu_quota_us(cpus: float) -> int:
     """`cpus` cores' worth of CPU time per `CPU_PERIOD_US`, in microseconds."""
     return max(CPU_QUOTA_FLOOR_US, round(cpus * CPU_PERIOD_US))

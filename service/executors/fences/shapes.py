@@ -28,12 +28,13 @@ class FenceLimits:
 @dataclass(frozen=True)
 class FenceUsage:
     """What the kernel counted for a fence: its peak host memory (MiB, None where the
-    kernel keeps no peak), the CPU time of every process that ever ran in it, and how many
-    of them the OOM killer took."""
+    kernel keeps no peak), the CPU time of every process that ever ran in it, how many of
+    them the OOM killer took, and the memory limit they ran under (MiB; None: none)."""
 
     memory_peak_mb: int | None
     cpu_time_s: float | None
     oom_kills: int
+    memory_limit_mb: int | None = None
 
 
 class Fences(Protocol):

@@ -18,6 +18,7 @@ from service.executors.fences.cgroup_files import (
     cpu_list,
     cpu_quota_us,
     keyed_number,
+    limit_mb,
     pids_inside,
     read_setting,
     remove_folder,
@@ -151,6 +152,7 @@ class CgroupV1Fences:
             memory_peak_mb=-(-int(peak) // MIB) if peak else None,
             cpu_time_s=int(used_ns) / 1e9 if used_ns else None,
             oom_kills=keyed_number(oom, "oom_kill") or 0,
+            memory_limit_mb=limit_mb(read_setting(memory, "memory.limit_in_bytes")),
         )
 
     def remove(self, name: str) -> bool:

@@ -24,6 +24,7 @@ from service.executors.fences.cgroup_files import (
     cpu_list,
     cpu_quota_us,
     keyed_number,
+    limit_mb,
     pids_inside,
     read_setting,
     remove_folder,
@@ -138,6 +139,7 @@ class CgroupV2Fences:
             memory_peak_mb=-(-int(peak) // MIB) if peak and peak.isdigit() else None,
             cpu_time_s=used_us / 1e6 if used_us is not None else None,
             oom_kills=keyed_number(read_setting(folder, "memory.events"), "oom_kill") or 0,
+            memory_limit_mb=limit_mb(read_setting(folder, "memory.max")),
         )
 
     def remove(self, name: str) -> bool:

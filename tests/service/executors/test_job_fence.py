@@ -78,3 +78,11 @@ def test_the_cores_near_a_set_of_gpus_are_near_any_of_them():
     assert near_cores(near, (0, 2)) == ()  # NVML said nothing of GPU 2
     assert near_cores(near, ()) == ()
     assert cores_in([0b1011, 0b1]) == (0, 1, 3, 64)
+
+
+def test_after_a_restart_the_oom_message_names_the_limit_its_fence_held():
+    used = FenceUsage(512, 3.0, oom_kills=2, memory_limit_mb=512)
+    verdict = out_of_memory(used, asked_mb=None)
+    assert verdict is not None and "host memory limit (512 MiB; it peaked at 512 MiB)" in (
+        verdict.message
+    )

@@ -52,6 +52,7 @@ def test_over_its_memory_a_job_meets_the_oom_killer(v1: CgroupV1Fences) -> None:
     assert usage is not None
     assert usage.oom_kills >= 1
     assert usage.memory_peak_mb is not None and 48 <= usage.memory_peak_mb <= 64
+    assert usage.memory_limit_mb == 64
 
 
 def test_one_core_holds_two_busy_processes_to_one_core(v1: CgroupV1Fences) -> None:

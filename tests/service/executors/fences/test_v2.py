@@ -60,9 +60,13 @@ def test_usage_is_read_from_the_kernels_counters(tmp_path: Path) -> None:
     Path(folder, "memory.peak").write_text(f"{64 * MIB + 1}\n")
     Path(folder, "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
     Path(folder, "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n")
+    Path(folder, "memory.max").write_text("max\n")
     usage = fences.usage("job-9-0")
     assert usage is not None
     assert (usage.memory_peak_mb, usage.cpu_time_s, usage.oom_kills) == (65, 2.5, 1)
+    assert usage.memory_limit_mb is None  # `max`: no limit
+    Path(folder, "memory.max").write_text(f"{512 * MIB}\n")
+    assert (fences.usage("job-9-0") or usage).memory_limit_mb == 512
     assert fences.usage("job-10-0") is None
 
 
