@@ -150,27 +150,27 @@ class LocalExecutor:
             run, env = prepare_run(self.runs_dir, launch)
             if self.socket is not None:
                 env["GPUQ_SOCKET"] = str(self.socket)
-            folders = self._make_fence(launch)
+            fence = fence_name(launch.job_id, launch.attempt)
+            folders = self._make_fence(fence, launch)
             if folders:
                 env["GPUQ_FENCE"] = ":".join(folders)
             warm = launch.spec.command is None  # gpuq's own trainer: a warm one will do
             runner = self._spawn(launch.job_id, run, env, launch.run_as, warm, folders)
         except OSError as exc:
-            self.fences.remove(fence_name(launch.job_id, launch.attempt))
+            self.fences.remove(fence)
             raise LaunchError(f"could not start the worker: {exc}") from exc
         runner.start_ticks = process_start_ticks(runner.pid)
         runner.host_memory_mb = launch.host_memory_mb
-        runner.fence = fence_name(launch.job_id, launch.attempt)
+        runner.fence = fence
         runner.session = launch.spec.kind == "session"
         self._runners[launch.job_id] = runner
         return Started(str(runner.pid), runner.pid)
 
-    def _make_fence(self, launch: Launch) -> tuple[str, ...]:
-        """Makes the job's cgroups (`fences`); the folders its runner enters, none where
-        this box has no fences; OSError if the kernel refuses."""
+    def _make_fence(self, name: str, launch: Launch) -> tuple[str, ...]:
+        """Makes the job's cgroups (`fences`) under `name`; the folders its runner enters,
+        none where this box has no fences; OSError if the kernel refuses."""
         if self.fence is None:
             return ()
-        name = fence_name(launch.job_id, launch.attempt)
         return self.fences.make(name, self.fence.limits(launch))
 
     def _spawn(
