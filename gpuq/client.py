@@ -64,6 +64,7 @@ class Job(_Answer):
     cpu_time_s: float | None = None  #: the CPU time it used, likewise
     held: bool = False
     wait_reason: str | None = None  #: why a queued job is not running yet
+    placement: str | None = None  #: why its latest attempt got its GPUs: `GPU 1: idle`
     queue_position: int | None = None
     progress: Progress = Field(default_factory=Progress)
     metrics: dict[str, float | None] = Field(default_factory=dict)  #: None for NaN
@@ -88,6 +89,7 @@ class Preview(_Answer):
     assigned_gpus: list[int] = Field(default_factory=list)
     memory_mb: int | None = None
     wait_reason: str | None = None
+    placement: str | None = None  #: why those GPUs: `GPU 1: idle`
     jobs_ahead: int = 0
 
 

@@ -129,6 +129,16 @@ class Settings(BaseSettings):
         "else the v1 controllers, else none, said at start and by `gpuq doctor`). `off`: no "
         "fences.",
     )
+    fence_cgroup: str | None = Field(
+        None,
+        description="On cgroup v2, the cgroup folder delegated to gpuq's jobs, to make their "
+        "fences in instead of gpuq's own cgroup: its processes move into `holder` inside it, "
+        "gpuq stays in its own. `deploy/gpuq.service` sets it to gpuq-jobs.service's "
+        "(`/sys/fs/cgroup/system.slice/gpuq-jobs.service`), so that systemd can restart gpuq "
+        "while jobs run; missing or not delegated there, jobs run unfenced and gpuq says why. "
+        "Unset or empty: gpuq's own delegated cgroup (a container's). Not used where the "
+        "controllers are cgroup v1's.",
+    )
     pids_per_cpu: int = Field(
         512,
         ge=1,
@@ -141,6 +151,15 @@ class Settings(BaseSettings):
         le=100_000,
         description="The most members one sweep may make; a larger sweep gets 422 saying how "
         "many it would make.",
+    )
+    placement: Literal["balanced", "pack", "spread"] = Field(
+        "balanced",
+        description="Which GPU a shared job (one with a memory cap) goes to. `balanced`: a "
+        "GPU no other job computes on while one is spare, beside others only when every GPU "
+        "is busy or when an idle GPU is kept whole for a queued job that needs it whole. "
+        "`pack`: the fullest GPU that fits (best fit: for boxes where GPU memory is what "
+        "runs out). `spread`: the emptiest GPU, even if a job waiting for a whole GPU then "
+        "waits longer.",
     )
     preempt: Literal["off", "priority"] = Field(
         "off",

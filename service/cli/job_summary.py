@@ -77,6 +77,8 @@ def job_summary(job: dict[str, Any]) -> str:
         + (f", {job['memory_mb']} MiB each" if job.get("memory_mb") else "")
         + (f", {plural(job['num_replicas'], 'replica')}" if job.get("num_replicas") else ""),
     ]
+    if job.get("placement") and job["assigned_gpus"]:
+        lines.append(f"  placed: {job['placement']}")
     if job.get("nodes"):
         lines.append("  nodes: " + nodes_text(job["nodes"]))
     elif job.get("spec", {}).get("resources", {}).get("nodes", 1) > 1:

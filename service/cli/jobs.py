@@ -53,7 +53,10 @@ def preview_text(preview: dict[str, Any]) -> str:
     if preview["would_start"]:
         gpus = preview["assigned_gpus"]
         cap = f", {preview['memory_mb']} MiB each" if preview.get("memory_mb") else ""
-        return f"would start now on {gpus_text(gpus)}{cap}" if gpus else "would start now (no GPU)"
+        why = f"\n  placed: {preview['placement']}" if preview.get("placement") else ""
+        if not gpus:
+            return "would start now (no GPU)"
+        return f"would start now on {gpus_text(gpus)}{cap}{why}"
     if preview.get("would_preempt"):
         return str(preview["wait_reason"])  # "would preempt job 7 (...) and start once ..."
     ahead = preview.get("jobs_ahead") or 0

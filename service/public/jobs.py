@@ -69,6 +69,10 @@ class JobEvent(BaseModel):
     assigned_gpus: list[int] = described("GPU indices; empty while queued.")
     attempt: int = described("Attempt number, from 1 once launched; 0 while never launched.")
     wait_reason: str | None = described("Why a queued job is not running yet.")
+    placement: str | None = described(
+        "Why its latest attempt got its GPUs, as the plan said (GPUQ_PLACEMENT): `GPU 1: "
+        "idle`, `GPU 0: beside job 7; packed to keep GPU 1 whole for job 12`."
+    )
     queue_position: int | None = described(
         "Place in the queue (1 = considered next), brought up to date within 2 s; null unless "
         "queued."

@@ -21,6 +21,9 @@ class Preview(BaseModel):
     assigned_gpus: list[int] = described("The GPUs it would get now; empty if it would wait.")
     memory_mb: int | None = described("Per-GPU cap in MiB; null for whole GPUs.")
     wait_reason: str | None = described("Why it would wait, if it would.")
+    placement: str | None = described(
+        "Why it would get those GPUs (GPUQ_PLACEMENT), if it would start: `GPU 1: idle`."
+    )
     jobs_ahead: int = described("Queued jobs that would be considered before it.")
     would_preempt: list[VictimPublic] = PydanticField(
         default_factory=list,

@@ -78,6 +78,7 @@ class DryRuns:
             assigned_gpus=list(placed.gpu_indices) if placed else [],
             memory_mb=spec.resources.memory_mb if spec.resources.gpu_count else None,
             wait_reason=why,
+            placement=placed.why if placed else None,
             jobs_ahead=ahead,
             would_preempt=[
                 VictimPublic(

@@ -1,23 +1,34 @@
-"""Which GPUs a job gets, as the GPUs are now: a pure function of what it asks and what
-the GPUs hold (`placement.plan` calls it for each job that may start).
+"""Which GPUs a job gets, as the GPUs are now: a pure function of what it asks, what the
+GPUs hold and the box's placement policy (`placement.plan` calls it for each job that may
+start).
 
-Shared jobs go best fit (the fullest GPUs that still fit). A multi-GPU job gets the set of
-GPUs whose farthest pair is closest in the NVML topology (NVLink, then the same PCIe
-switch, ...), since MirroredStrategy all-reduces between every pair each step.
+A shared job (one with a memory cap) goes, by `GPUQ_PLACEMENT`:
+
+- `balanced` (the default): to a GPU no job computes on, while one is spare; beside other
+  jobs (on the GPU the fewest share, then the fullest that still fits) only when every GPU
+  is busy, or when the idle ones are kept whole for jobs that need them (`keep`, `avoid`);
+- `pack`: best fit, the fullest GPU that still fits, keeping emptier ones whole;
+- `spread`: the emptiest GPU, the one the fewest jobs share.
+
+An exclusive job takes idle GPUs whatever the policy. A multi-GPU job gets, among the sets
+in that order of preference, the set whose farthest pair is closest in the NVML topology
+(NVLink, then the same PCIe switch, ...), since MirroredStrategy all-reduces between every
+pair each step.
 """
 
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Collection, Mapping, Sequence
+from typing import Literal, Protocol
 
 from service.scheduler.occupancy import Occupancy
 
-#: How many GPU sets a multi-GPU job may weigh; past this, the best-fit set is taken.
+#: How many GPU sets a multi-GPU job may weigh; past this, the first set in order is taken.
 MAX_SETS = 5000
 #: Topology level assumed for a pair NVML did not describe.
 FAR = 1000
 
 Topology = Mapping[tuple[int, int], int]
+Policy = Literal["balanced", "pack", "spread"]
 
 
 class Asks(Protocol):
@@ -39,8 +50,18 @@ def spread(gpus: Sequence[int], topology: Topology) -> int:
     )
 
 
-def choose(occupancy: Occupancy, request: Asks, topology: Topology) -> tuple[int, ...] | None:
-    """The GPUs `request` gets as `occupancy` is now; None if it fits on none."""
+def choose(
+    occupancy: Occupancy,
+    request: Asks,
+    topology: Topology,
+    policy: Policy = "pack",
+    *,
+    keep: int = 0,
+    avoid: Collection[int] = (),
+) -> tuple[int, ...] | None:
+    """The GPUs `request` gets as `occupancy` is now; None if it fits on none. Under
+    `balanced`, `keep` idle GPUs are kept whole for queued jobs that need them and the
+    GPUs in `avoid` (the head's) are taken last."""
     if request.gpu_ids is not None:
         ok = all(occupancy.fits(i, request.memory_mb) for i in request.gpu_ids)
         return tuple(request.gpu_ids) if ok else None
@@ -48,11 +69,25 @@ def choose(occupancy: Occupancy, request: Asks, topology: Topology) -> tuple[int
     if len(candidates) < request.gpus:
         return None
     if request.memory_mb is not None:
-        # Best fit: the fullest GPUs that still fit, keeping emptier ones whole for big jobs.
-        candidates.sort(key=lambda i: (occupancy.free_mb(i), i))
+        candidates = preferred(occupancy, candidates, policy, keep, avoid)
     chosen = tuple(candidates[: request.gpus])
     if request.gpus > 1 and topology and len(candidates) > request.gpus:
-        # Sets come in best-fit order, so the first of the closest sets is also the best fit.
+        # Sets come in order of preference, so the first of the closest sets is preferred.
         sets = itertools.islice(itertools.combinations(candidates, request.gpus), MAX_SETS)
         chosen = min(sets, key=lambda s: spread(s, topology))
     return tuple(sorted(chosen))
+
+
+def preferred(
+    occupancy: Occupancy, fitting: list[int], policy: Policy, keep: int, avoid: Collection[int]
+) -> list[int]:
+    """The GPUs a shared job fits on, most preferred first."""
+    claims, free = occupancy.claims_on, occupancy.free_mb
+    if policy == "pack":
+        return sorted(fitting, key=lambda i: (free(i), i))
+    if policy == "spread":
+        return sorted(fitting, key=lambda i: (len(claims[i]), -free(i), i))
+    idle = [i for i in fitting if not claims[i] and i not in avoid]
+    spare = idle[: max(0, len(idle) - keep)]
+    busy = sorted((i for i in fitting if claims[i]), key=lambda i: (len(claims[i]), free(i), i))
+    return [*spare, *busy, *(i for i in fitting if not claims[i] and i not in spare)]

@@ -16,8 +16,10 @@ would be free, and a job behind the head (a CPU-only one included) that would ru
 that start may take only the cores and memory the head leaves spare then. A CPU-only job
 is never the head: it holds no one back, as before.
 
-Which GPUs a job that can start gets (best fit, the closest set in the topology) is
-`gpu_choice`'s to say.
+Which GPUs a job that can start gets is `gpu_choice`'s to say, by `GPUQ_PLACEMENT`; under
+`balanced` idle GPUs are kept whole for the queued jobs `whole_gpus.kept_whole` names until
+their turn, and behind the head its reserved GPUs are taken last. Each placement says why
+it went where it did (`Placement.why`, `placement_reasons`).
 """
 
 import math
@@ -25,9 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from service.scheduler.gpu_choice import Topology, choose
+from service.scheduler.gpu_choice import Policy, Topology, choose
 from service.scheduler.host_room import HostRoom, RoomLeft
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
+from service.scheduler.placement_reasons import placed_because
 from service.scheduler.reservation import Reservation, head_reservation, must_wait
 from service.scheduler.wait_reasons import (
     DELAYS_HEAD,
@@ -35,6 +38,7 @@ from service.scheduler.wait_reasons import (
     over_quota,
     sweep_full,
 )
+from service.scheduler.whole_gpus import kept_whole
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Placement:
     gpu_indices: tuple[int, ...]
     memory_mb: int | None
     backfill: bool = False  #: started ahead of a blocked head job
+    why: str = ""  #: why these GPUs: "GPU 1: idle", "GPU 0: beside job 7 to keep ..."
 
 
 @dataclass
@@ -111,8 +116,12 @@ class _Planning:
         running_gpus: Mapping[str, int] | None,
         sweep_running: Mapping[int, int] | None,
         room: HostRoom | None,
+        policy: Policy,
     ) -> None:
         self.occupancy = Occupancy(gpus, allocations)
+        self.policy = policy
+        #: exclusive jobs idle GPUs are kept whole for (`kept_whole`), until their turn
+        self.kept: dict[int, int] = {}
         #: the box's cores and host memory; None: not counted (Slurm places by them)
         self.room = None if room is None else RoomLeft(room)
         self.cpu_slots = cpu_slots
@@ -158,7 +167,9 @@ class _Planning:
         if why is not None:  # held back by the box's room: no GPU need be chosen
             self.result.waiting[request.job_id] = self.behind + why
             return
-        chosen = choose(self.occupancy, request, topology)
+        avoid = () if head is None else self.reserved.gpus or ()
+        keep = sum(self.kept.values())
+        chosen = choose(self.occupancy, request, topology, self.policy, keep=keep, avoid=avoid)
         if chosen is None:
             self.unplaceable.add(shape)
         if head is not None:
@@ -208,12 +219,19 @@ class _Planning:
         self, request: Request, chosen: tuple[int, ...], ends_at: float | None, backfill: bool
     ) -> None:
         """Places a GPU job on `chosen` until `ends_at`."""
+        why = placed_because(
+            self.occupancy,
+            request,
+            chosen,
+            self.policy,
+            held_for=[*self.kept, *([] if self.result.head is None else [self.result.head.job_id])],
+        )
         self.occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
         if self.room is not None:
             self.room.take(request, ends_at)
         self.unplaceable.clear()
         self.owners[request.owner] = self.owners.get(request.owner, 0) + request.gpus
-        placement = Placement(request.job_id, chosen, request.memory_mb, backfill=backfill)
+        placement = Placement(request.job_id, chosen, request.memory_mb, backfill, why)
         self._count(request, placement)
 
     def _count(self, request: Request, placement: Placement) -> None:
@@ -237,6 +255,7 @@ def plan(
     sweep_limits: Mapping[int, int] | None = None,
     sweep_running: Mapping[int, int] | None = None,
     room: HostRoom | None = None,
+    placement: Policy = "balanced",
 ) -> Plan:
     """Decides which queued jobs start now and on which GPUs; says why the others wait.
 
@@ -244,15 +263,21 @@ def plan(
     after its time limit. `usage` (owner → recent GPU-seconds) orders equal priorities;
     `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, `sweep_running`
     (sweep → members running) against `sweep_limits` (its `max_parallel`); `room`: the
-    box's cores and host memory, and what runs holds of them (None: not counted)."""
+    box's cores and host memory, and what runs holds of them (None: not counted);
+    `placement`: which GPUs a shared job prefers (`gpu_choice`)."""
     topology, limits = topology or {}, sweep_limits or {}
-    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running, room)
+    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running, room, placement)
+    ordered = order(queue, usage)
+    if placement == "balanced":
+        planning.kept = kept_whole(ordered, planning.occupancy, now)
     # The loop runs for every queued job: what it reads often is bound here, and a job
     # whose GPUs fit nowhere (most of a long queue) costs no call at all.
-    owners, members = planning.owners, planning.members
+    owners, members, kept = planning.owners, planning.members, planning.kept
     waiting, unplaceable = planning.result.waiting, planning.unplaceable
     first = ""  #: the reason of a job behind the head whose GPUs fit nowhere
-    for request in order(queue, usage):
+    for request in ordered:
+        if kept:  # its turn: the GPUs kept whole for it are no longer kept
+            kept.pop(request.job_id, None)
         sweep = request.sweep_id
         if sweep is not None and sweep in limits and members.get(sweep, 0) >= limits[sweep]:
             waiting[request.job_id] = sweep_full(sweep, members[sweep])

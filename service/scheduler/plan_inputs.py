@@ -3,7 +3,7 @@ preemption (`preempt`) and dry runs to share."""
 
 from dataclasses import dataclass, field
 
-from service.scheduler.gpu_choice import Topology
+from service.scheduler.gpu_choice import Policy, Topology
 from service.scheduler.host_room import HostRoom
 from service.scheduler.occupancy import Claim, GpuSlot
 from service.scheduler.placement import Plan, Request, plan
@@ -27,6 +27,8 @@ class PlanInputs:
     sweep_running: dict[int, int] = field(default_factory=dict)
     #: the box's cores and host memory; None where they are not counted (Slurm)
     room: HostRoom | None = None
+    #: which GPUs a shared job prefers (`GPUQ_PLACEMENT`)
+    placement: Policy = "balanced"
 
     def plan(self) -> Plan:
         return plan(
@@ -43,4 +45,5 @@ class PlanInputs:
             sweep_limits=self.sweep_limits,
             sweep_running=self.sweep_running,
             room=self.room,
+            placement=self.placement,
         )

@@ -135,6 +135,7 @@ def take(
             sweep_limits=read.sweep_limits,
             sweep_running=read.sweep_running,
             room=room,
+            placement=settings.placement,
         ),
         drained=maintenance.box_reason(read.drains[None], now_dt) if None in read.drains else None,
     )

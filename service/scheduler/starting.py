@@ -183,7 +183,10 @@ class StartBatch:
             return None
         attempt = job.attempt + 1
         indices = list(placement.gpu_indices)
-        if not writes.claim_for_start(session, job_id, attempt, indices, placement.memory_mb):
+        claimed = writes.claim_for_start(
+            session, job_id, attempt, indices, placement.memory_mb, placement.why
+        )
+        if not claimed:
             return None
         devices = device_plan(
             spec,

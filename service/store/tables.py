@@ -44,6 +44,8 @@ class Job(SQLModel, table=True):
     )
     attempt: int = 0
     wait_reason: str | None = None
+    #: why its latest attempt got its GPUs, as the plan said: "GPU 1: idle"
+    placement: str | None = None
     progress: dict[str, Any] = Field(
         default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
     )

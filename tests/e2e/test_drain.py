@@ -50,7 +50,7 @@ def test_a_drained_gpu_finishes_its_job_and_takes_nothing_new_until_resumed(clie
     assert gpus[0]["maintenance"] == {k: drain[k] for k in ("reason", "by", "since")}
     assert gpus[1]["maintenance"] is None
 
-    # Best fit would share GPU 0 with the running job; drained, it is left alone.
+    # Drained, GPU 0 takes no new job, not even one its memory would fit beside the running one.
     shared = submit(client, command_spec("pass", gpus=1, memory_mb=1024))
     assert wait_for(client, shared, ended)["assigned_gpus"] == [1]
     pinned_spec = command_spec("pass", gpu_ids=[0], memory_mb=1024)

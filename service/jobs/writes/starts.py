@@ -11,15 +11,22 @@ from service.jobs.writes.gate import ALLOCATION, JOB, transition, update_job
 
 
 def claim_for_start(
-    session: Session, job_id: int, attempt: int, gpu_indices: Sequence[int], memory_mb: int | None
+    session: Session,
+    job_id: int,
+    attempt: int,
+    gpu_indices: Sequence[int],
+    memory_mb: int | None,
+    placement: str | None = None,
 ) -> bool:
     """Moves a queued job to `starting` as attempt `attempt` on these GPUs and records its
-    allocations; False if it is no longer queued (cancelled meanwhile)."""
+    allocations and why the plan chose them (`placement`); False if it is no longer queued
+    (cancelled meanwhile)."""
     claimed = transition(
         session,
         job_id,
         JobStatus.starting,
         assigned_gpus=list(gpu_indices),
+        placement=placement or None,
         attempt=attempt,
         wait_reason=None,
         queue_position=None,

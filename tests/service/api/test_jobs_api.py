@@ -108,6 +108,7 @@ def test_dry_run_says_where_a_job_would_go_and_stores_nothing(api):
         "assigned_gpus": [1],
         "memory_mb": None,
         "wait_reason": None,
+        "placement": "GPU 1: asked for",
         "jobs_ahead": 0,
         "would_preempt": [],
     }

@@ -170,6 +170,15 @@ def test_show_gives_throughput_per_replica_for_a_multi_replica_job():
     assert "17,575 samples/s (8,788 per replica)" in job_summary(job)
 
 
+def test_show_says_why_a_job_got_its_gpus():
+    job = {"id": 5, "name": "mlp", "owner": "ana", "status": "running", "assigned_gpus": [0],
+           "progress": {}, "placement": "GPU 0: beside job 3; packed to keep GPU 1 whole for job 6"}  # fmt: skip
+    lines = job_summary(job).splitlines()
+    assert lines[2] == "  placed: GPU 0: beside job 3; packed to keep GPU 1 whole for job 6"
+    requeued = job | {"status": "queued", "assigned_gpus": []}
+    assert "placed:" not in job_summary(requeued)
+
+
 def test_show_gives_the_cores_and_host_memory_a_job_got_and_used():
     job = {"id": 4, "name": "etl", "owner": "ana", "status": "running", "assigned_gpus": [0],
            "progress": {}, "cpus": 4.0, "host_memory_mb": 32768}  # fmt: skip
@@ -235,11 +244,12 @@ def test_priority_changes_take_negative_values(api, gpuq, spec_file):
 def test_a_dry_run_says_where_the_job_would_go_and_queues_nothing(api, gpuq, spec_file):
     code, out, _ = gpuq("submit", spec_file, "--dry-run")
     assert code == 0 and out.startswith("would start now on GPU ")
+    assert out.splitlines()[1] == "  placed: GPU 0: whole"
     code, out, _ = gpuq("submit", spec_file, "--dry-run", "--json")
     preview = json.loads(out)
     assert preview["would_start"] is True and len(preview["assigned_gpus"]) == 1
     assert set(preview) == {"would_start", "assigned_gpus", "memory_mb", "wait_reason",
-                            "jobs_ahead", "would_preempt"}  # fmt: skip
+                            "placement", "jobs_ahead", "would_preempt"}  # fmt: skip
     assert api.get("/v1/jobs").json()["jobs"] == []
 
 

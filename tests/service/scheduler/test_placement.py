@@ -7,6 +7,7 @@ from service.scheduler.placement import Claim, GpuSlot, Request, order, plan
 from service.scheduler.reservation import earliest_start
 
 GPUS = [GpuSlot(0, 8192), GpuSlot(1, 8192)]
+POLICIES = ("balanced", "pack", "spread")
 
 
 def test_two_single_gpu_jobs_take_one_gpu_each_and_a_third_waits():
@@ -33,9 +34,9 @@ def test_shared_jobs_pack_by_declared_memory():
     assert result.waiting[3] == "waiting for GPUs 0 with 4000 MiB free; GPU 0 has 192 MiB free"
 
 
-def test_best_fit_prefers_the_fuller_gpu():
+def test_pack_prefers_the_fuller_gpu():
     held = [Claim(9, 1, 6000)]
-    result = plan([Request(1, 0, 1, None, 2000)], GPUS, held)
+    result = plan([Request(1, 0, 1, None, 2000)], GPUS, held, placement="pack")
     assert result.placements[0].gpu_indices == (1,)
 
 
@@ -90,19 +91,36 @@ requests = st.builds(
     queue=st.lists(requests, max_size=12, unique_by=lambda r: r.job_id),
     totals=st.lists(st.integers(1024, 16384), min_size=1, max_size=4),
     foreign=st.integers(0, 2000),
+    held=st.lists(
+        st.builds(
+            Claim,
+            job_id=st.integers(20_000, 30_000),
+            gpu_index=st.integers(0, 3),
+            memory_mb=st.integers(500, 4000),
+        ),
+        max_size=4,
+        unique_by=lambda h: h.job_id,
+    ),
+    policy=st.sampled_from(POLICIES),
 )
-def test_no_gpu_is_ever_overcommitted(queue, totals, foreign):
+def test_no_gpu_is_ever_overcommitted(queue, totals, foreign, held, policy):
     gpus = [GpuSlot(i, t, foreign_mb=foreign if i == 0 else 0) for i, t in enumerate(totals)]
-    result = plan(queue, gpus, [], cpu_slots=2)
+    # What runs already fits, as the scheduler's own claims always do.
+    room = {g.index: max(0, g.memory_total_mb - g.foreign_mb) for g in gpus}
+    running = []
+    for claim in held:
+        if room.get(claim.gpu_index, 0) >= (claim.memory_mb or 0):
+            room[claim.gpu_index] -= claim.memory_mb or 0
+            running.append(claim)
+    result = plan(queue, gpus, running, cpu_slots=2, placement=policy)
     by_id = {r.job_id: r for r in queue}
     for gpu in gpus:
         on_it = [p for p in result.placements if gpu.index in p.gpu_indices]
+        before = [c for c in running if c.gpu_index == gpu.index]
         if any(p.memory_mb is None for p in on_it):
-            assert len(on_it) == 1, "a whole-GPU job shared its GPU"
+            assert len(on_it) == 1 and not before, "a whole-GPU job shared its GPU"
         else:
-            assert sum(p.memory_mb or 0 for p in on_it) <= max(
-                0, gpu.memory_total_mb - gpu.foreign_mb
-            )
+            assert sum(p.memory_mb or 0 for p in on_it) <= room[gpu.index]
     for p in result.placements:
         assert len(p.gpu_indices) == by_id[p.job_id].gpus
         assert len(set(p.gpu_indices)) == len(p.gpu_indices)
@@ -256,11 +274,15 @@ holds = st.lists(
 
 
 @settings(max_examples=400, deadline=None)
-@given(queue=st.lists(requests_with_limits, max_size=10, unique_by=lambda r: r.job_id), held=holds)
-def test_backfill_never_delays_the_head_job(queue, held):
+@given(
+    queue=st.lists(requests_with_limits, max_size=10, unique_by=lambda r: r.job_id),
+    held=holds,
+    policy=st.sampled_from(POLICIES),
+)
+def test_backfill_never_delays_the_head_job(queue, held, policy):
     gpus = [GpuSlot(i, 8192) for i in range(4)]
     grace = 5.0
-    result = plan(queue, gpus, held, now=0.0, grace_s=grace, topology=NVLINKED)
+    result = plan(queue, gpus, held, now=0.0, grace_s=grace, topology=NVLINKED, placement=policy)
     by_id = {r.job_id: r for r in queue}
 
     def as_holds(placements):
