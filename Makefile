@@ -66,8 +66,8 @@ postgresql:
 
 # The deployment tests (tests/deploy/) build and run the container image on a Docker daemon
 # of their own (docker.io) with a base image made by debootstrap, check docker-compose.yml
-# with compose itself (Debian packages compose v1, `docker-compose`) and deploy/gpuq.service
-# with systemd-analyze. capsh: the warm workers' test drops a capability as Docker does.
+# with compose itself (Debian packages compose v1, `docker-compose`) and deploy/'s systemd
+# units with systemd-analyze. capsh: the warm workers' test drops a capability as Docker does.
 deploy-tools:
 	@export PATH="$$PATH:/usr/sbin:/sbin"; \
 	scripts/ensure-command dockerd docker.io "the container image's test" && \

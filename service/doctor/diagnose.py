@@ -11,6 +11,7 @@ from service.doctor.gpu_probes import Probe, probe
 from service.doctor.host import nvml_checks
 from service.doctor.report import Check, Report
 from service.executors.fences import open_fences
+from service.executors.job_fence import fence_parent
 from service.gpus.inventory import Inventory, InventoryError, discover
 from service.settings import Settings
 
@@ -41,7 +42,9 @@ def diagnose(settings: Settings, say: Callable[[str], None] = lambda _: None) ->
         found, gpus=len(inventory.devices), simulated=inventory.simulated
     )
     if settings.executor == "local":
-        report.checks.append(fence_check(open_fences(settings.fences)))
+        parent = fence_parent(settings.home)
+        fences = open_fences(settings.fences, parent, settings.fence_cgroup)
+        report.checks.append(fence_check(fences))
     if inventory.probe is None:
         say("training a step over the simulated GPUs")
         report.checks.append(_simulated_path(inventory, found))

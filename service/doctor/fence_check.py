@@ -8,15 +8,19 @@ NAME = "job fences"
 
 
 def fence_check(fences: Fences) -> Check:
-    """Passed where jobs get cgroups (saying whether GPU devices are fenced too, or the
-    NVML watchdog is their only backstop), skipped with the fix where they do not."""
+    """Passed where jobs get cgroups (saying in which folder, and whether GPU devices are
+    fenced too or the NVML watchdog is their only backstop), skipped with the fix where
+    they do not."""
     if fences.kind == "none":
         return Check.skip(
             NAME,
             f"none ({fences.why_none}); jobs run unfenced, held only by their GPU memory caps",
-            "run gpuq as root on cgroup v1, or under systemd with Delegate=yes on cgroup v2",
+            "run gpuq as root on cgroup v1; on cgroup v2 under systemd, with gpuq-jobs.service "
+            "(deploy/) or Delegate=yes",
         )
-    held = f"{fences.kind}: each job held to its cores, host memory and processes"
+    held = (
+        f"{fences.kind} in {fences.location}: each job held to its cores, host memory and processes"
+    )
     if fences.devices_fenced:
         return Check.ok(NAME, f"{held}, and kept off the GPUs it was not given")
     return Check.ok(

@@ -25,11 +25,11 @@ def open_executor(settings: Settings) -> Executor:
         _check_slurm()
         return SlurmExecutor(settings)
     socket = settings.socket_path.absolute() if settings.socket_path else None
-    fences = open_fences(settings.fences, fence_parent(settings.home))
+    fences = open_fences(settings.fences, fence_parent(settings.home), settings.fence_cgroup)
     if fences.kind == "none":
         log.warning("jobs run unfenced: %s (gpuq doctor says more)", fences.why_none)
     else:
-        log.info("each job in cgroups of its own (%s)", fences.kind)
+        log.info("each job in cgroups of its own (%s, in %s)", fences.kind, fences.location)
     fence = FencePolicy(fences, host_size(settings), settings.pids_per_cpu)
     return LocalExecutor(settings.runs_dir, settings.warm_workers, socket=socket, fence=fence)
 

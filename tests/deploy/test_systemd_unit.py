@@ -1,8 +1,12 @@
 """deploy/gpuq.service: clean for `systemd-analyze verify`, hardened only where jobs cannot
-notice, and its ExecStart line, with its environment, serves and stops on SIGTERM.
+notice, and its ExecStart line, with its environment, serves and stops on SIGTERM; beside it
+deploy/gpuq-jobs.service, the cgroup jobs are fenced in on cgroup v2, clean too and bound so
+that nothing done to gpuq reaches it.
 
-systemd is not PID 1 here, so nothing starts the unit: `systemd-analyze` checks it offline
-against a root directory holding this box's unit files and the `gpuq` its ExecStart names.
+systemd is not PID 1 here, so nothing starts the units: `systemd-analyze` checks them
+offline against a root directory holding this box's unit files and the programs their
+ExecStart lines name. That a v2 host's systemd then restarts gpuq while jobs run is not
+tested here (tests/service/executors/fences/ move processes on a real, empty v2 hierarchy).
 """
 
 import json
@@ -26,6 +30,7 @@ from tests.e2e.server import Server
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = DEPLOY / "gpuq.service"
+JOBS_UNIT = DEPLOY / "gpuq-jobs.service"
 ENV_EXAMPLE = DEPLOY / "gpuq.env"
 SYSTEM_UNITS = Path("/usr/lib/systemd/system")
 #: the console script of this test run's install, standing in for /opt/gpuq/bin/gpuq
@@ -53,7 +58,7 @@ JOBS_NEED = {
     "MemoryDenyWriteExecute=": "XLA and CUDA compile code at run time",
     "SystemCallFilter=~@mount": "containers (apptainer, bwrap) run in jobs",
     "PrivateNetwork=": "jobs fetch data and talk to each other",
-    "ProtectControlGroups=": "gpuq makes each job's cgroups in the subtree delegated to it",
+    "ProtectControlGroups=": "gpuq makes each job's cgroups in a subtree delegated to it",
 }
 
 
@@ -68,11 +73,11 @@ def systemd_analyze() -> str:
     return found
 
 
-def unit_settings() -> dict[str, list[str]]:
+def unit_settings(unit: Path = UNIT) -> dict[str, list[str]]:
     """The unit's `Section.Key` settings, each with its values in order."""
     settings: dict[str, list[str]] = defaultdict(list)
     section = ""
-    for line in UNIT.read_text().splitlines():
+    for line in unit.read_text().splitlines():
         line = line.strip()
         if not line or line.startswith(("#", ";")):
             continue
@@ -89,8 +94,8 @@ def one(settings: dict[str, list[str]], key: str) -> str:
     return value
 
 
-def exec_start() -> list[str]:
-    return shlex.split(one(unit_settings(), "Service.ExecStart"))
+def exec_start(unit: Path = UNIT) -> list[str]:
+    return shlex.split(one(unit_settings(unit), "Service.ExecStart"))
 
 
 def unit_environment(state_root: Path) -> dict[str, str]:
@@ -107,30 +112,36 @@ def unit_environment(state_root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A root directory for `systemd-analyze --root`, which looks up every unit and the
-    ExecStart binary under it: this box's unit files (sysinit.target, ...), the unit, and
-    this test run's `gpuq` at the path the unit names."""
+    ExecStart binary under it: this box's unit files (sysinit.target, ...), both units, this
+    test run's `gpuq` at the path gpuq.service names and this box's `sleep` at the path
+    gpuq-jobs.service names."""
     systemd_analyze()
     made = tmp_path_factory.mktemp("root")
     shutil.copytree(SYSTEM_UNITS, made / "usr/lib/systemd/system", symlinks=True)
     (made / "etc/systemd/system").mkdir(parents=True)
-    shutil.copy(UNIT, made / "etc/systemd/system/gpuq.service")
-    binary = made / exec_start()[0].lstrip("/")
-    binary.parent.mkdir(parents=True)
-    shutil.copy(GPUQ_SCRIPT, binary)
+    for unit in (UNIT, JOBS_UNIT):
+        shutil.copy(unit, made / "etc/systemd/system" / unit.name)
+    programs = {exec_start()[0]: GPUQ_SCRIPT, exec_start(JOBS_UNIT)[0]: shutil.which("sleep")}
+    for path, program in programs.items():
+        binary = made / path.lstrip("/")
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        assert program is not None
+        shutil.copy(program, binary)
     return made
 
 
-def analyze(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def analyze(root: Path, *args: str, unit: Path = UNIT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [systemd_analyze(), *args, f"--root={root}", str(root / "etc/systemd/system/gpuq.service")],
+        [systemd_analyze(), *args, f"--root={root}", str(root / "etc/systemd/system" / unit.name)],
         capture_output=True,
         text=True,
         timeout=60,
     )
 
 
-def test_verify_is_clean(root: Path) -> None:
-    done = analyze(root, "verify")
+@pytest.mark.parametrize("unit", [UNIT, JOBS_UNIT], ids=lambda unit: unit.name)
+def test_verify_is_clean(root: Path, unit: Path) -> None:
+    done = analyze(root, "verify", unit=unit)
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
 
 
@@ -150,7 +161,8 @@ def test_unit_keeps_jobs_and_state() -> None:
     assert one(settings, "Service.Restart") == "on-failure"
     # The kernel OOM-killing one job must not stop the service.
     assert one(settings, "Service.OOMPolicy") == "continue"
-    # Each job's cgroups are made in the unit's own subtree, which systemd hands to gpuq.
+    # Delegated though gpuq turns no controller on in it (on v1, else systemd would move the
+    # unit's processes, jobs included, back into its own cgroups).
     assert one(settings, "Service.Delegate") == "yes"
     assert one(settings, "Service.ProtectSystem") == "full"  # strict: data folders read-only
     assert one(settings, "Service.StateDirectory") == "gpuq"
@@ -158,6 +170,31 @@ def test_unit_keeps_jobs_and_state() -> None:
     # socket and to their run directories.
     assert int(one(settings, "Service.StateDirectoryMode"), 8) == HOME_MODE
     assert unit_environment(Path("/var/lib"))["GPUQ_HOME"] == "/var/lib/gpuq"
+
+
+def test_jobs_are_fenced_in_a_companion_unit_that_gpuq_never_stops() -> None:
+    gpuq, jobs = unit_settings(), unit_settings(JOBS_UNIT)
+    # gpuq.service starts it first, and nothing done to gpuq reaches it: no Requires=,
+    # BindsTo= or PartOf= either way, nor any other setting naming the other unit.
+    for key in ("Unit.Wants", "Unit.After"):
+        assert JOBS_UNIT.name in " ".join(gpuq[key]).split(), key
+    naming = {key for key, values in gpuq.items() if any(JOBS_UNIT.name in v for v in values)}
+    assert naming == {"Unit.Wants", "Unit.After", "Service.Environment"}
+    assert not [key for key, values in jobs.items() if any(UNIT.name in v for v in values)]
+    # On cgroup v2 gpuq fences jobs in its cgroup: system.slice, the default slice.
+    assert "Service.Slice" not in jobs
+    fence_cgroup = unit_environment(Path("/var/lib"))["GPUQ_FENCE_CGROUP"]
+    assert fence_cgroup == f"/sys/fs/cgroup/system.slice/{JOBS_UNIT.name}"
+    # Its one process never needs restarting, and a stop of it leaves jobs running.
+    assert exec_start(JOBS_UNIT) == ["/bin/sleep", "infinity"]
+    assert one(jobs, "Service.Type") == "exec"
+    assert one(jobs, "Service.KillMode") == one(gpuq, "Service.KillMode") == "process"
+    assert "Service.Restart" not in jobs
+    assert not [key for key in jobs if key.startswith("Install.")]  # gpuq.service starts it
+    # Delegated to gpuq, with jobs' memory and threads counted as gpuq.service counts them.
+    assert one(jobs, "Service.Delegate") == "yes"
+    for key in ("Service.OOMPolicy", "Service.MemoryAccounting", "Service.TasksMax"):
+        assert one(jobs, key) == one(gpuq, key), key
 
 
 def test_env_example_names_only_settings() -> None:

@@ -18,7 +18,10 @@ to (`FenceLimits`):
 One kind per box, chosen once by `open_fences`:
 
 - cgroup v2 (`v2.CgroupV2Fences`), where gpuq was delegated a subtree of the unified
-  hierarchy (systemd's `Delegate=yes`): a fence is one folder, `<gpuq's cgroup>/jobs/<name>`.
+  hierarchy (systemd's `Delegate=yes`): a fence is one folder, `<root>/jobs/<name>`, the root
+  being the companion unit's cgroup that `GPUQ_FENCE_CGROUP` names (deploy/gpuq-jobs.service:
+  jobs out of gpuq's own unit, so that systemd can restart gpuq while they run), or else
+  gpuq's own cgroup.
 - cgroup v1 (`v1.CgroupV1Fences`), where the memory, cpu, cpuacct, pids and freezer
   controllers are mounted and gpuq is root: a fence is a folder in each controller's
   hierarchy, `/sys/fs/cgroup/<controller>/gpuq/<name>`, and GPU devices are fenced too.

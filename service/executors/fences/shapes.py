@@ -49,6 +49,9 @@ class Fences(Protocol):
     kind: str
     #: where kind is "none": why, in one sentence with the fix
     why_none: str | None
+    #: the folder the fences are made in, for people (v1: `.../<controller>/<parent>`);
+    #: None where there are none
+    location: str | None
     #: whether `FenceLimits.denied_gpus` is enforced (v1's devices controller)
     devices_fenced: bool
 

@@ -8,6 +8,7 @@ class NoFences:
     """Fences that fence nothing, and say why (`why_none`)."""
 
     kind = "none"
+    location: str | None = None
     devices_fenced = False
 
     def __init__(self, why_none: str) -> None:

@@ -50,6 +50,8 @@ class CgroupV1Fences:
         #: controller -> the folder gpuq's fences sit in (one folder for co-mounted ones)
         self.parents = {c: os.path.join(os.path.realpath(mounts[c]), parent) for c in used}
         self.devices_fenced = "devices" in self.parents
+        top = os.path.dirname(os.path.dirname(self.parents["memory"]))
+        self.location: str | None = os.path.join(top, "<controller>", parent)
 
     def folder(self, controller: str, name: str) -> str:
         return os.path.join(self.parents[controller], name)

@@ -1,13 +1,18 @@
 """Job fences on cgroup v2: `<root>/jobs/<name>` in the subtree delegated to gpuq.
 
-v2 is one hierarchy: a fence is one folder. gpuq may write only below its own cgroup, and
-only where it was delegated one (systemd's `Delegate=yes`; a container with its own cgroup
-namespace, mounted read-write). The kernel lets no cgroup both hold processes and hand
-controllers to the cgroups below it, so before enabling memory, cpu, cpuset and pids for
-the fences gpuq moves the processes of its own cgroup (gpuq's) into `<root>/gpuq-service`:
+v2 is one hierarchy: a fence is one folder. gpuq writes only where it was delegated a
+cgroup: a companion unit's (deploy/gpuq-jobs.service, `GPUQ_FENCE_CGROUP`), or its own
+(systemd's `Delegate=yes`; a container with its own cgroup namespace, mounted read-write).
+The kernel lets no cgroup both hold processes and hand controllers to the cgroups below
+it, so before enabling memory, cpu, cpuset and pids for the fences gpuq moves the
+processes of that cgroup into a leaf of their own (`service`): the companion unit's `sleep`
+into `holder`, or gpuq itself into `gpuq-service`:
 
-    <root>/gpuq-service   gpuq itself
+    <root>/holder         the companion unit's process (gpuq stays in its own unit)
+    <root>/gpuq-service   or, in gpuq's own cgroup, gpuq itself
     <root>/jobs/<name>    one job's fence
+
+Settling is the same for every gpuq that starts: a root already emptied has nothing to move.
 
 There is no device fence on v2 (that takes a BPF device program gpuq does not load):
 `denied_gpus` is not enforced there, and the NVML watchdog stays the backstop.
@@ -48,6 +53,7 @@ class CgroupV2Fences:
 
     def __init__(self, root: str, parent: str = "jobs", service: str = "gpuq-service") -> None:
         self.root = root
+        self.location: str | None = root
         self.parent = os.path.join(root, parent)
         self.service = os.path.join(root, service)
         self._settled = False
@@ -56,21 +62,24 @@ class CgroupV2Fences:
         return os.path.join(self.parent, name)
 
     def settle(self) -> None:
-        """Readies the subtree once: gpuq's processes out of the root (where it is not the
+        """Readies the subtree: the root's processes out of it (where it is not the
         hierarchy's own root, which the kernel exempts), then the controllers enabled in
-        the root and in the fences' parent."""
+        the root and in the fences' parent. FileNotFoundError where the root is gone (its
+        unit stopped): gpuq never makes the root itself."""
         offered = (read_setting(self.root, "cgroup.controllers") or "").split()
         wanted = " ".join(f"+{c}" for c in V2_CONTROLLERS if c in offered)
-        os.makedirs(self.parent, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.parent)
+        if os.path.exists(os.path.join(self.root, "cgroup.type")):  # not the very root
+            self._move_out()
         if wanted:
-            if os.path.exists(os.path.join(self.root, "cgroup.type")):  # not the very root
-                self._move_out()
             write_setting(self.root, "cgroup.subtree_control", wanted)
             write_setting(self.parent, "cgroup.subtree_control", wanted)
         self._settled = True
 
     def _move_out(self) -> None:
-        """Moves every process of the root cgroup into gpuq's own folder beside the jobs'."""
+        """Moves every process of the root cgroup into its leaf beside the jobs'
+        (`service`)."""
         pids = (read_setting(self.root, "cgroup.procs") or "").split()
         if not pids:
             return
@@ -86,7 +95,8 @@ class CgroupV2Fences:
             os.close(procs)
 
     def make(self, name: str, limits: FenceLimits) -> tuple[str, ...]:
-        if not self._settled:
+        # Again where the parent went: systemd removes a stopped unit's empty cgroup.
+        if not self._settled or not os.path.isdir(self.parent):
             self.settle()
         folder = self.folder(name)
         os.makedirs(folder, exist_ok=True)
@@ -151,7 +161,7 @@ class CgroupV2Fences:
         return sorted(e.name for e in os.scandir(self.parent) if e.is_dir(follow_symlinks=False))
 
     def close(self) -> None:
-        pass  # gpuq's own delegated cgroup: it stays for the next gpuq
+        pass  # a delegated cgroup, gpuq's own or its jobs' unit's: it stays for the next gpuq
 
 
 def _is_frozen(folder: str) -> bool:

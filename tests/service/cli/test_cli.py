@@ -171,10 +171,11 @@ def test_show_gives_throughput_per_replica_for_a_multi_replica_job():
 
 
 def test_show_says_why_a_job_got_its_gpus():
+    why = "GPU 0: beside job 3; packed to keep GPU 1 whole for job 6"
     job = {"id": 5, "name": "mlp", "owner": "ana", "status": "running", "assigned_gpus": [0],
-           "progress": {}, "placement": "GPU 0: beside job 3; packed to keep GPU 1 whole for job 6"}  # fmt: skip
+           "progress": {}, "placement": why}  # fmt: skip
     lines = job_summary(job).splitlines()
-    assert lines[2] == "  placed: GPU 0: beside job 3; packed to keep GPU 1 whole for job 6"
+    assert lines[2] == f"  placed: {why}"
     requeued = job | {"status": "queued", "assigned_gpus": []}
     assert "placed:" not in job_summary(requeued)
 

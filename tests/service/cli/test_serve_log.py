@@ -48,7 +48,10 @@ def test_a_start_says_each_fact_once_and_nothing_of_the_libraries(tmp_path: Path
     assert "for root alone while no user exists" in one(first, f"gpuq: local login on {home}/")
     one(first, "gpuq: NO USERS DEFINED")
     # This machine's cgroup v1 controllers, as root: every job in cgroups of its own.
-    one(first, "service.runtime.executor_choice: each job in cgroups of its own (cgroup v1)")
+    fenced = "service.runtime.executor_choice: each job in cgroups of its own (cgroup v1, in "
+    assert re.fullmatch(
+        rf"{re.escape(fenced)}/sys/fs/cgroup/<controller>/gpuq-[0-9a-f]{{8}}\)", one(first, fenced)
+    )
     assert first[-1] == "gpuq: stopped"
     assert len(first) == 9, first
 

@@ -11,6 +11,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,18 @@ HEARS_USR1 = (
     "print(json.dumps({'ready': 1}), flush=True)\n"
     "time.sleep(30)\n"
 )
+
+
+def delegated(root: Path, *, nested: bool) -> Path:
+    """A folder with a delegated cgroup's files: `nested`, it is not a hierarchy's root
+    (it has `cgroup.type`) and holds processes (gpuq's, or a companion unit's)."""
+    root.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids\n")
+    (root / "cgroup.subtree_control").write_text("")
+    (root / "cgroup.procs").write_text("111\n222\n" if nested else "")
+    if nested:
+        (root / "cgroup.type").write_text("domain\n")
+    return root
 
 
 def job_name() -> str:

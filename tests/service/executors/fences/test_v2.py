@@ -1,27 +1,29 @@
 """cgroup v2 fences: the files written, in a folder made to look like a delegated subtree,
-and processes placed, listed, frozen and killed on this machine's real (controller-less)
-v2 hierarchy."""
+and processes placed, moved, listed, frozen and killed on this machine's real
+(controller-less) v2 hierarchy."""
 
 import os
+import shutil
 import signal
+import subprocess
 from pathlib import Path
 
-from service.executors.fences.cgroup_files import MIB, read_setting
+import pytest
+
+from service.executors.fences.cgroup_files import MIB, pids_inside, read_setting, remove_folder
+from service.executors.fences.choice import HOLDER
 from service.executors.fences.shapes import FenceLimits
 from service.executors.fences.v2 import CgroupV2Fences
-from tests.service.executors.fences.conftest import ESCAPE, HEARS_USR1, inside, job_name, said
-
-
-def delegated(root: Path, *, nested: bool) -> Path:
-    """A folder with a delegated cgroup's files: `nested`, it is not a hierarchy's root
-    (it has `cgroup.type`) and holds gpuq's processes."""
-    root.mkdir()
-    (root / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids\n")
-    (root / "cgroup.subtree_control").write_text("")
-    (root / "cgroup.procs").write_text("111\n222\n" if nested else "")
-    if nested:
-        (root / "cgroup.type").write_text("domain\n")
-    return root
+from tests.service.executors.fences.conftest import (
+    ESCAPE,
+    HEARS_USR1,
+    UNIFIED,
+    delegated,
+    inside,
+    job_name,
+    parent_for_tests,
+    said,
+)
 
 
 def test_a_fence_writes_each_limit(tmp_path: Path) -> None:
@@ -96,3 +98,52 @@ def test_a_signal_is_sent_frozen_and_the_fence_thawed(v2: CgroupV2Fences) -> Non
     assert said(child) == {"usr1": 1}
     assert child.wait(timeout=5) == 0
     assert "frozen 0" in (read_setting(v2.folder(name), "cgroup.events") or "")
+
+
+def test_a_fence_after_its_parent_went_settles_again_and_never_makes_the_root(
+    tmp_path: Path,
+) -> None:
+    root = delegated(tmp_path / "gpuq-jobs.service", nested=True)
+    fences = CgroupV2Fences(str(root), service=HOLDER)
+    fences.make("job-1-0", FenceLimits())
+    # gpuq-jobs.service restarted with no job running: systemd removed its emptied cgroup
+    # and made a fresh one, its controllers off.
+    shutil.rmtree(root / "jobs")
+    (root / "cgroup.subtree_control").write_text("")
+    fences.make("job-2-0", FenceLimits())
+    enabled = "+cpuset +cpu +memory +pids"
+    assert read_setting(str(root), "cgroup.subtree_control") == enabled
+    assert read_setting(str(root), "jobs/cgroup.subtree_control") == enabled
+    # Stopped and gone: the kernel's refusal, never a cgroup of gpuq's making in its place.
+    shutil.rmtree(root)
+    with pytest.raises(FileNotFoundError):
+        fences.make("job-3-0", FenceLimits())
+    assert not root.exists()
+
+
+def test_a_companion_cgroups_process_moves_into_holder_and_gpuq_stays() -> None:
+    """gpuq-jobs.service's cgroup, on the real v2 hierarchy: its `sleep` moves into `holder`
+    at the first fence while gpuq (this process) stays where it is, and the next gpuq
+    finds nothing left to move."""
+    assert os.geteuid() == 0, "the fence tests need root"
+    root = Path(UNIFIED, f"{parent_for_tests()}-jobs")
+    root.mkdir()
+    own = Path("/proc/self/cgroup").read_text()
+    sleep = subprocess.Popen(["sleep", "60"])
+    try:
+        (root / "cgroup.procs").write_text(str(sleep.pid))
+        first = CgroupV2Fences(str(root), service=HOLDER)
+        first.make(job_name(), FenceLimits())
+        assert pids_inside(str(root / HOLDER)) == {sleep.pid}
+        assert f"0::/{root.name}/{HOLDER}\n" in Path(f"/proc/{sleep.pid}/cgroup").read_text()
+        assert read_setting(str(root), "cgroup.procs") == ""
+        assert Path("/proc/self/cgroup").read_text() == own
+        again = CgroupV2Fences(str(root), service=HOLDER)  # a restarted gpuq
+        again.make(job_name(), FenceLimits())
+        assert pids_inside(str(root / HOLDER)) == {sleep.pid}
+        assert len(again.names()) == 2
+        assert Path("/proc/self/cgroup").read_text() == own
+    finally:
+        sleep.kill()
+        sleep.wait()
+        assert remove_folder(str(root))
