@@ -4,9 +4,9 @@ start).
 
 A shared job (one with a memory cap) goes, by `GPUQ_PLACEMENT`:
 
-- `balanced` (the default): to a GPU no job computes on, while one is spare; beside other
-  jobs (on the GPU the fewest share, then the fullest that still fits) only when every GPU
-  is busy, or when the idle ones are kept whole for jobs that need them (`keep`, `avoid`);
+- `balanced` (the default): as `spread`, but idle GPUs that queued whole-GPU jobs need are
+  kept whole for them (`keep`), and behind the head the GPUs it was promised are taken
+  last (`avoid`): beside other jobs only when every GPU is busy or the idle ones are kept;
 - `pack`: best fit, the fullest GPU that still fits, keeping emptier ones whole;
 - `spread`: the emptiest GPU, the one the fewest jobs share.
 
@@ -85,9 +85,10 @@ def preferred(
     claims, free = occupancy.claims_on, occupancy.free_mb
     if policy == "pack":
         return sorted(fitting, key=lambda i: (free(i), i))
+    emptiest = sorted(fitting, key=lambda i: (len(claims[i]), -free(i), i))
     if policy == "spread":
-        return sorted(fitting, key=lambda i: (len(claims[i]), -free(i), i))
+        return emptiest
     idle = [i for i in fitting if not claims[i] and i not in avoid]
     spare = idle[: max(0, len(idle) - keep)]
-    busy = sorted((i for i in fitting if claims[i]), key=lambda i: (len(claims[i]), free(i), i))
+    busy = [i for i in emptiest if claims[i]]
     return [*spare, *busy, *(i for i in fitting if not claims[i] and i not in spare)]

@@ -167,7 +167,7 @@ class _Planning:
         if why is not None:  # held back by the box's room: no GPU need be chosen
             self.result.waiting[request.job_id] = self.behind + why
             return
-        avoid = () if head is None else self.reserved.gpus or ()
+        avoid = () if head is None else self._promised(ends_at)
         keep = sum(self.kept.values())
         chosen = choose(self.occupancy, request, topology, self.policy, keep=keep, avoid=avoid)
         if chosen is None:
@@ -186,6 +186,13 @@ class _Planning:
             return
         assert chosen is not None
         self.start(request, chosen, ends_at, backfill=head is not None)
+
+    def _promised(self, ends_at: float | None) -> tuple[int, ...]:
+        """The GPUs promised to the head that a job until `ends_at` could delay it on."""
+        reserved = self.reserved
+        if reserved.gpus is None or (ends_at is not None and ends_at <= reserved.start):
+            return ()
+        return reserved.gpus
 
     def _room_holds_back(self, request: Request, ends_at: float | None) -> str | None:
         """Why the box's room keeps a job behind the head: it does not fit now, or it

@@ -64,9 +64,11 @@ def test_when_every_gpu_is_busy_balanced_goes_beside_the_fewest_jobs():
     assert where(result) == {9: (0,)}
     assert why(result)[9] == "GPU 0: beside job 1; no GPU it fits is idle"
     assert where(plan([shared(9)], TWO, held, placement="pack")) == {9: (1,)}  # the fullest
-    # Two jobs on each: the fuller of the two, as pack.
+    # Two jobs on each: the emptier (GPU 0, 12,384 MiB free), as spread; pack the fuller.
     held.append(Claim(4, 0, 2000))
-    assert where(plan([shared(9)], TWO, held)) == {9: (1,)}
+    assert where(plan([shared(9)], TWO, held)) == {9: (0,)}
+    assert where(plan([shared(9)], TWO, held, placement="spread")) == {9: (0,)}
+    assert where(plan([shared(9)], TWO, held, placement="pack")) == {9: (1,)}
 
 
 def test_an_idle_gpu_is_kept_for_a_job_whose_other_gpu_frees_within_the_hour():
@@ -96,6 +98,10 @@ def test_behind_the_head_a_shared_job_leaves_its_reserved_gpu_alone():
     assert result.head is not None and result.head.job_id == 20
     assert where(result) == {21: (1,)}  # beside job 2, not on GPU 2, which the head is promised
     assert result.placements[0].backfill
+    # One that ends before the head is due (600 s) takes the idle GPU meanwhile.
+    quick = [Request(20, 5, 2), shared(21, time_limit_s=100.0)]
+    result = plan(quick, three, held, now=0.0)
+    assert (where(result), why(result)) == ({21: (2,)}, {21: "GPU 2: idle"})
 
 
 def test_exclusive_jobs_and_named_gpus_go_where_they_did():
