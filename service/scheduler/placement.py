@@ -31,7 +31,12 @@ from service.scheduler.gpu_choice import Policy, Topology, choose
 from service.scheduler.host_room import HostRoom, RoomLeft
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
 from service.scheduler.placement_reasons import placed_because
-from service.scheduler.reservation import Reservation, head_reservation, must_wait
+from service.scheduler.reservation import (
+    Reservation,
+    head_reservation,
+    must_wait,
+    promised_gpus,
+)
 from service.scheduler.wait_reasons import (
     DELAYS_HEAD,
     gpus_wait_reason,
@@ -167,7 +172,7 @@ class _Planning:
         if why is not None:  # held back by the box's room: no GPU need be chosen
             self.result.waiting[request.job_id] = self.behind + why
             return
-        avoid = () if head is None else self._promised(ends_at)
+        avoid = () if head is None else promised_gpus(self.reserved, ends_at)
         keep = sum(self.kept.values())
         chosen = choose(self.occupancy, request, topology, self.policy, keep=keep, avoid=avoid)
         if chosen is None:
@@ -186,13 +191,6 @@ class _Planning:
             return
         assert chosen is not None
         self.start(request, chosen, ends_at, backfill=head is not None)
-
-    def _promised(self, ends_at: float | None) -> tuple[int, ...]:
-        """The GPUs promised to the head that a job until `ends_at` could delay it on."""
-        reserved = self.reserved
-        if reserved.gpus is None or (ends_at is not None and ends_at <= reserved.start):
-            return ()
-        return reserved.gpus
 
     def _room_holds_back(self, request: Request, ends_at: float | None) -> str | None:
         """Why the box's room keeps a job behind the head: it does not fit now, or it
@@ -226,13 +224,8 @@ class _Planning:
         self, request: Request, chosen: tuple[int, ...], ends_at: float | None, backfill: bool
     ) -> None:
         """Places a GPU job on `chosen` until `ends_at`."""
-        why = placed_because(
-            self.occupancy,
-            request,
-            chosen,
-            self.policy,
-            held_for=[*self.kept, *([] if self.result.head is None else [self.result.head.job_id])],
-        )
+        head = [] if self.result.head is None else [self.result.head.job_id]
+        why = placed_because(self.occupancy, request, chosen, self.policy, [*self.kept, *head])
         self.occupancy.take(request.job_id, chosen, request.memory_mb, ends_at)
         if self.room is not None:
             self.room.take(request, ends_at)

@@ -70,6 +70,14 @@ def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
     return bool(set(chosen) & set(head.gpus))
 
 
+def promised_gpus(head: Reservation, ends_at: float | None) -> tuple[int, ...]:
+    """The head's GPUs a job running until `ends_at` could delay it on (what `balanced`
+    placement takes last): none if it ends before the head is due."""
+    if head.gpus is None or (ends_at is not None and ends_at <= head.start):
+        return ()
+    return head.gpus
+
+
 def must_wait(chosen: tuple[int, ...], ends_at: float | None, head: Reservation) -> str | None:
     """Why a job that fits now on `chosen` may not start ahead of the head for its GPUs;
     None if it may."""
