@@ -35,6 +35,7 @@ from service.cli.follow import (
 from service.cli.jobs import preview_text
 from service.cli.options import api_client
 from service.cli.run_options import Given, spec_from, takes_run_options
+from service.cli.sweep_follow import follow_sweep
 
 #: `gpuq run python train.py --lr 3`: options end at the program, as after `--`
 SETTINGS = {"allow_interspersed_args": False}
@@ -163,7 +164,7 @@ def _sweep(api: Client, spec: dict[str, Any], *, detach: bool, as_json: bool) ->
     note(sweeps.submitted_line(made))
     for warning in made["warnings"]:
         note(f"warning: {warning}")
-    return sweeps.follow_sweep(api, made)
+    return follow_sweep(api, made)
 
 
 def _login_shell() -> str:

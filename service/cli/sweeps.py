@@ -1,8 +1,6 @@
-"""`gpuq sweep submit|ls|show|cancel|hold|release`, the leaderboard table, and following a
-sweep to its end (`gpuq run --sweep` in the foreground)."""
+"""`gpuq sweep submit|ls|show|cancel|hold|release` and the leaderboard table (which
+`sweep_follow` redraws as a sweep in the foreground goes on)."""
 
-import signal
-import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -10,10 +8,8 @@ import typer
 from rich.table import Table
 
 from gpuq.contract.sweep import param_text
-from gpuq.http import Client
-from service.cli import follow as following
 from service.cli import tables
-from service.cli.follow import Interrupted, RunExit, interruptible, note
+from service.cli.follow import note
 from service.cli.options import JsonFlag, api_client, print_json
 from service.cli.spec_files import read_spec_file
 
@@ -202,57 +198,6 @@ def _act(ctx: typer.Context, sweep_id: int, action: str, as_json: bool) -> None:
         return
     done = {"cancel": "cancelling", "hold": "held", "release": "released"}[action]
     print(f"sweep {sweep_id} {done}: {counts_text(sweep['counts'])}")
-
-
-def follow_sweep(api: Client, sweep: dict[str, Any]) -> int:
-    """Follows a just-submitted sweep to its end: a line as each member ends, then the
-    leaderboard. Ctrl-C cancels the sweep; a second one leaves at once. Exits 0 when no
-    member failed, 1 when one did, 121 if the sweep was cancelled, 130 after a Ctrl-C."""
-    sweep_id = sweep["id"]
-
-    def to_the_end() -> dict[str, Any]:
-        told: set[int] = set()
-        current = sweep
-        while True:
-            for member in sorted(current["members"], key=lambda m: m["job_id"]):
-                if member["status"] in ENDED and member["job_id"] not in told:
-                    told.add(member["job_id"])
-                    note(member_line(member, current["metric"]))
-            if current["status"] in ("ended", "cancelled"):
-                return current
-            time.sleep(POLL_S)
-            current = api.json("GET", f"/v1/sweeps/{sweep_id}")
-
-    def leave() -> None:
-        note(f"leaving; sweep {sweep_id} is still being stopped (`gpuq sweep show {sweep_id}`)")
-
-    try:
-        last, pressed = interruptible(
-            to_the_end,
-            (signal.SIGINT,),
-            first=lambda: following.cancel_saying_so(api, sweep_id, "sweep"),
-            second=leave,
-        )
-    except Interrupted:
-        return RunExit.interrupted
-    print(summary_text(last))
-    tables.print_rendered(leaderboard_table(last))
-    if pressed:
-        return RunExit.interrupted
-    if last["status"] == "cancelled":
-        return RunExit.cancelled
-    return 1 if last["counts"].get("failed") or last["counts"].get("timed_out") else 0
-
-
-def member_line(member: dict[str, Any], metric: str | None) -> str:
-    """`job 12 (lr=0.001 bs=32) succeeded after 5 epochs: best val_loss 0.0312`."""
-    why = f" ({member['reason']})" if member["reason"] and member["status"] != "succeeded" else ""
-    line = f"job {member['job_id']} ({params_text(member['params'])}) {member['status']}{why}"
-    if member["epochs"]:
-        line += f" after {member['epochs']} epoch{'s' if member['epochs'] != 1 else ''}"
-    if metric and member["best"] is not None:
-        line += f": best {metric} {member['best']:.4g}"
-    return line
 
 
 def parse_values(text: str) -> list[Any]:

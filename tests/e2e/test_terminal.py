@@ -200,6 +200,32 @@ def test_detach_prints_the_id_or_the_job_and_returns_while_the_job_runs(server: 
             http.post(f"/v1/jobs/{each}/cancel")
 
 
+def test_a_sweep_in_the_foreground_redraws_its_leaderboard_as_members_end(
+    server: Server, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    (tmp_path / "train.py").write_text(
+        "import os, time\n"
+        "if os.environ['GPUQ_PARAM_X'] == '2':\n"
+        f"    while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+    )
+    child = spawn(server, "run", "--sweep", "x=1,2", "--", "python", "train.py", cwd=tmp_path)
+    child.expect(r"jobs (\d+)-(\d+)")
+    first, second = int(child.match.group(1)), int(child.match.group(2))
+    child.expect(rf"job {first} \(x=1\) succeeded")
+    # Drawn again below that line, while the other member still runs: member 1 has ended.
+    child.expect("RANK")
+    colour = r"(?:\x1b\[[0-9;]*m)?"  # Rich's colours around each state
+    child.expect(rf"{first}\s+1\s+{colour}succeeded")
+    child.expect(rf"{second}\s+2\s+{colour}running")
+    go.touch()
+    child.expect(rf"job {second} \(x=2\) succeeded")
+    child.expect(r"sweep \d+ \(train\.py\) by ana: ended")
+    rest = child.read()  # the board is not printed a second time once the sweep ended
+    assert "RANK" not in rest
+    assert ended(child) == 0
+
+
 def test_a_bad_option_is_exit_2_naming_it_and_nothing_is_sent(server: Server) -> None:
     for args, option in [
         (["--mem", "8X"], "'--mem'"),
