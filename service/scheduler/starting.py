@@ -183,8 +183,9 @@ class StartBatch:
             return None
         attempt = job.attempt + 1
         indices = list(placement.gpu_indices)
+        total_mb = min((self._totals[i] for i in indices), default=0)
         claimed = writes.claim_for_start(
-            session, job_id, attempt, indices, placement.memory_mb, placement.why
+            session, job_id, attempt, indices, placement.memory_mb, placement.why, total_mb or None
         )
         if not claimed:
             return None
@@ -193,7 +194,7 @@ class StartBatch:
             indices,
             simulated=books.gpus.inventory.simulated,
             headroom_mb=books.settings.gpu_headroom_mb,
-            gpu_total_mb=min((self._totals[i] for i in indices), default=0),
+            gpu_total_mb=total_mb,
         )
         running = Running(
             job_id,

@@ -46,6 +46,9 @@ class Job(SQLModel, table=True):
     wait_reason: str | None = None
     #: why its latest attempt got its GPUs, as the plan said: "GPU 1: idle"
     placement: str | None = None
+    #: the memory of its latest attempt's GPUs (the smallest), MiB: what a whole-GPU job's
+    #: peak is measured against
+    gpu_memory_total_mb: int | None = None
     progress: dict[str, Any] = Field(
         default_factory=empty_dict, sa_column=Column(JSON, nullable=False)
     )

@@ -22,6 +22,7 @@ EFFICIENCY_FIELDS = (
     "gpu_count",
     "memory_mb",
     "gpu_memory_peak_mb",
+    "gpu_memory_total_mb",
     "gpu_util_avg_pct",
     "spec",
     "cpus",
@@ -31,12 +32,10 @@ EFFICIENCY_FIELDS = (
 )
 
 
-def efficiency(
-    job: Mapping[str, Any], now: datetime, gpu_memory_total_mb: int | None = None
-) -> Efficiency | None:
+def efficiency(job: Mapping[str, Any], now: datetime) -> Efficiency | None:
     """How the job used what it asked for, from its `EFFICIENCY_FIELDS`; None if it never
-    started. `gpu_memory_total_mb`: one of its
-    GPUs' memory, which whole-GPU jobs are measured against."""
+    started. A whole-GPU job is measured against its GPUs' memory (`gpu_memory_total_mb`,
+    kept as it started)."""
     started = job.get("started_at")
     status = job.get("status")
     if started is None or status not in ACTIVE | TERMINAL:
@@ -44,7 +43,7 @@ def efficiency(
     on_gpus = bool(job.get("gpu_count"))
     cap = job.get("memory_mb") if on_gpus else None
     peak = job.get("gpu_memory_peak_mb") if on_gpus else None
-    limit = cap if cap is not None else gpu_memory_total_mb if on_gpus else None
+    limit = cap if cap is not None else job.get("gpu_memory_total_mb") if on_gpus else None
     used_pct = 100 * peak / limit if peak is not None and limit else None
     suggestion = _suggestion(peak, limit, capped=cap is not None)
     util = job.get("gpu_util_avg_pct") if on_gpus else None
@@ -92,10 +91,12 @@ def _suggestion(peak: int | None, limit: int | None, *, capped: bool) -> int | N
 def _memory_text(
     peak: int | None, limit: int | None, suggestion: int | None, *, capped: bool
 ) -> str:
-    if peak is None:
-        return (
-            f"GPU memory not measured ({memory_amount(limit)} per GPU requested)" if capped else ""
-        )
+    if peak is None:  # simulated GPUs, or no reading yet
+        if capped:
+            return f"GPU memory not measured ({memory_amount(limit)} per GPU requested)"
+        if limit is None:
+            return "GPU memory not measured"
+        return f"GPU memory not measured (whole {memory_amount(limit)} GPUs)"
     if limit is None:
         return f"GPU memory peak {memory_amount(peak)}"
     if capped:

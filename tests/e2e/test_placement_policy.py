@@ -58,6 +58,10 @@ def test_a_whole_gpu_job_queued_beside_a_small_one_gets_the_free_gpu(client, tmp
     go.touch()
     for job_id in (small, beside, whole):
         assert wait_for(client, job_id, ended)["status"] == "succeeded"
+    # Simulated GPUs give no memory reading: the efficiency line says so, and what it held.
+    efficiency = client.get(f"/v1/jobs/{whole}").json()["efficiency"]
+    assert efficiency["text"].startswith("GPU memory not measured (whole 8 GiB GPUs); ran ")
+    assert (efficiency["gpu_memory_limit_mb"], efficiency["suggested_memory_mb"]) == (8192, None)
 
 
 def test_pack_shares_one_gpu_and_a_dry_run_says_why(settings, tmp_path):

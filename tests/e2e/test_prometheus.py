@@ -28,6 +28,21 @@ def scrape(client) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     return samples
 
 
+def test_a_whole_gpu_jobs_peak_is_weighed_against_its_gpu(settings):
+    fake = FakeNvml(count=2, memory_mb=8192)
+    with guarded(settings, fake) as client:
+        job_id = submit(client, command_spec(SLEEP.format(30), gpu_ids=[1]))
+        wait_for(client, job_id, lambda j: j["status"] == "running")
+        fake.put(1, train_pid(settings, job_id), 1500)
+        job = wait_for(client, job_id, lambda j: j["gpu_memory_peak_mb"] == 1500)
+        assert job["efficiency"]["text"].startswith(
+            "used 1.5 GiB of a whole 8 GiB GPU: a cap of 2 GiB would let others share it; "
+        )
+        assert job["efficiency"]["suggested_memory_mb"] == 2048
+        client.post(f"/v1/jobs/{job_id}/cancel")
+        wait_for(client, job_id, ended)
+
+
 def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
     fake = FakeNvml(count=2, memory_mb=8192)
     fake.put(1, 999_999, 700)  # someone else's process on GPU 1

@@ -17,16 +17,18 @@ def claim_for_start(
     gpu_indices: Sequence[int],
     memory_mb: int | None,
     placement: str | None = None,
+    gpu_memory_total_mb: int | None = None,
 ) -> bool:
     """Moves a queued job to `starting` as attempt `attempt` on these GPUs and records its
-    allocations and why the plan chose them (`placement`); False if it is no longer queued
-    (cancelled meanwhile)."""
+    allocations, why the plan chose them (`placement`) and their memory (the smallest
+    GPU's); False if it is no longer queued (cancelled meanwhile)."""
     claimed = transition(
         session,
         job_id,
         JobStatus.starting,
         assigned_gpus=list(gpu_indices),
         placement=placement or None,
+        gpu_memory_total_mb=gpu_memory_total_mb,
         attempt=attempt,
         wait_reason=None,
         queue_position=None,

@@ -49,7 +49,7 @@ def test_a_peak_near_the_cap_gets_no_suggestion_and_one_over_it_does():
 
 def test_whole_gpus_are_measured_against_the_gpu_where_its_memory_is_known():
     whole = job(memory_mb=None, gpu_util_avg_pct=None, spec={})
-    known = efficiency(whole, NOW, gpu_memory_total_mb=16384)
+    known = efficiency(whole | {"gpu_memory_total_mb": 16384}, NOW)
     assert known is not None
     assert known.text == (
         "used 2.1 GiB of a whole 16 GiB GPU: a cap of 3 GiB would let others share it; ran 12 min"
@@ -75,6 +75,10 @@ def test_a_cpu_job_has_no_gpu_pieces_and_unmeasured_memory_says_so():
     assert simulated.text == (
         "GPU memory not measured (8 GiB per GPU requested); ran 12 min of its 1 h limit"
     )
+    whole = job(memory_mb=None, gpu_memory_peak_mb=None, gpu_util_avg_pct=None)
+    seen = efficiency(whole | {"gpu_memory_total_mb": 16384}, NOW)
+    assert seen is not None and seen.suggested_memory_mb is None
+    assert seen.text == "GPU memory not measured (whole 16 GiB GPUs); ran 12 min of its 1 h limit"
 
 
 def test_a_running_job_counts_to_now_and_one_not_started_has_none():
