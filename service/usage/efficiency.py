@@ -12,8 +12,8 @@ from service.usage.public import Efficiency
 
 #: Room a suggested cap leaves over the peak: TensorFlow's allocator grows in steps.
 HEADROOM = 1.2
-#: A cap is worth changing when the suggestion is at most this share of it.
-WORTH_CHANGING = 0.75
+#: A job that used under this share of what it held is told what to ask for instead.
+UNDER_USED = 0.5
 #: The job's fields that `efficiency` reads.
 EFFICIENCY_FIELDS = (
     "status",
@@ -79,12 +79,11 @@ def suggested_cap_mb(peak_mb: int) -> int:
 
 
 def _suggestion(peak: int | None, limit: int | None, *, capped: bool) -> int | None:
-    """A cap to ask for, where it would change much: well under the limit, or over a cap."""
+    """A cap to ask for, where the job used under half its limit, or went over its cap."""
     if peak is None or limit is None:
         return None
-    suggested = suggested_cap_mb(peak)
-    if suggested <= WORTH_CHANGING * limit or (capped and peak > limit):
-        return suggested
+    if peak < UNDER_USED * limit or (capped and peak > limit):
+        return suggested_cap_mb(peak)
     return None
 
 
@@ -101,11 +100,16 @@ def _memory_text(
         return f"GPU memory peak {memory_amount(peak)}"
     if capped:
         text = f"used {_of(peak, limit)} requested"
-        return text + (f": ask for {memory_amount(suggestion)}" if suggestion else "")
+        return text + (f": next time --mem {mem_option(suggestion)}" if suggestion else "")
     text = f"used {memory_amount(peak)} of a whole {memory_amount(limit)} GPU"
     return text + (
-        f": a cap of {memory_amount(suggestion)} would let others share it" if suggestion else ""
+        f": --mem {mem_option(suggestion)} would let others share it" if suggestion else ""
     )
+
+
+def mem_option(mb: int) -> str:
+    """A cap as `--mem` takes it: `3G`, `768M`."""
+    return f"{mb // 1024}G" if mb % 1024 == 0 else f"{mb}M"
 
 
 def _cores_used(cpu_time_s: float | None, wall_s: float) -> float | None:

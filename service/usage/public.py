@@ -100,8 +100,8 @@ class Efficiency(BaseModel):
     gpu_memory_used_pct: float | None = described("The peak as a percentage of that limit.")
     suggested_memory_mb: int | None = described(
         "The per-GPU cap to ask for next time: the peak plus 20 %, rounded up (to 256 MiB "
-        "up to 2 GiB, 512 MiB up to 8 GiB, whole GiB above); null unless it is at most "
-        "three quarters of the limit, or the peak went over the cap."
+        "up to 2 GiB, 512 MiB up to 8 GiB, whole GiB above); null unless the peak was under "
+        "half the limit, or went over the cap."
     )
     gpu_util_avg_pct: float | None = described(
         "Its GPUs' average utilisation while it ran, in percent (NVML); null where unknown."

@@ -36,7 +36,7 @@ def test_a_whole_gpu_jobs_peak_is_weighed_against_its_gpu(settings):
         fake.put(1, train_pid(settings, job_id), 1500)
         job = wait_for(client, job_id, lambda j: j["gpu_memory_peak_mb"] == 1500)
         assert job["efficiency"]["text"].startswith(
-            "used 1.5 GiB of a whole 8 GiB GPU: a cap of 2 GiB would let others share it; "
+            "used 1.5 GiB of a whole 8 GiB GPU: --mem 2G would let others share it; "
         )
         assert job["efficiency"]["suggested_memory_mb"] == 2048
         client.post(f"/v1/jobs/{job_id}/cancel")

@@ -118,7 +118,7 @@ def test_show_prints_the_efficiency_line(api, gpuq):
     code, out, _ = gpuq("show", str(job_id))
     assert code == 0
     assert (
-        "  efficiency: used 2.1 of 8 GiB requested: ask for 3 GiB; GPU utilisation 43 %; "
+        "  efficiency: used 2.1 of 8 GiB requested: next time --mem 3G; GPU utilisation 43 %; "
         "ran 12 min of its 1 h limit\n"
     ) in out
     shown = json.loads(gpuq("show", str(job_id), "--json")[1])

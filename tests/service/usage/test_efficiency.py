@@ -29,7 +29,7 @@ def test_a_job_well_under_its_cap_is_told_what_to_ask_for():
     seen = efficiency(job(), NOW)
     assert seen is not None
     assert seen.text == (
-        "used 2.1 of 8 GiB requested: ask for 3 GiB; GPU utilisation 43 %; "
+        "used 2.1 of 8 GiB requested: next time --mem 3G; GPU utilisation 43 %; "
         "ran 12 min of its 1 h limit"
     )
     assert (seen.gpu_memory_peak_mb, seen.gpu_memory_limit_mb) == (2150, 8192)
@@ -44,7 +44,7 @@ def test_a_peak_near_the_cap_gets_no_suggestion_and_one_over_it_does():
     assert near.text.startswith("used 6.8 of 8 GiB requested; GPU")
     over = efficiency(job(gpu_memory_peak_mb=9000), NOW)
     assert over is not None and over.suggested_memory_mb == 11264
-    assert over.text.startswith("used 8.8 of 8 GiB requested: ask for 11 GiB;")
+    assert over.text.startswith("used 8.8 of 8 GiB requested: next time --mem 11G;")
 
 
 def test_whole_gpus_are_measured_against_the_gpu_where_its_memory_is_known():
@@ -52,7 +52,7 @@ def test_whole_gpus_are_measured_against_the_gpu_where_its_memory_is_known():
     known = efficiency(whole | {"gpu_memory_total_mb": 16384}, NOW)
     assert known is not None
     assert known.text == (
-        "used 2.1 GiB of a whole 16 GiB GPU: a cap of 3 GiB would let others share it; ran 12 min"
+        "used 2.1 GiB of a whole 16 GiB GPU: --mem 3G would let others share it; ran 12 min"
     )
     unknown = efficiency(whole, NOW)
     assert unknown is not None
