@@ -6,8 +6,10 @@ stderr) or a `doctor` check failed, 2 bad arguments or an unreadable spec file, 
 interrupted (Ctrl-C).
 """
 
+import inspect
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -32,9 +34,37 @@ from service.cli import (
 PROG = "gpuq"
 
 
+def reflow(text: str | None) -> str | None:
+    r"""`text` with each paragraph's line breaks turned into spaces; blank lines between
+    paragraphs stay, and so does a paragraph that starts with Click's `\b` (as written).
+    Whatever follows `\f` is dropped, as Click does."""
+    if not text:
+        return text
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text.partition("\f")[0]))
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def _commands(group: TyperGroup) -> Iterator[Any]:
+    """`group` and every command and group under it."""
+    yield group
+    for command in group.commands.values():
+        if isinstance(command, TyperGroup):
+            yield from _commands(command)
+        else:
+            yield command
+
+
 class _Group(TyperGroup):
     """The root command group: an `ApiError` from any command is one line on stderr and
-    exit status 1, not a traceback."""
+    exit status 1, not a traceback; every command's help reads as paragraphs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Typer's rich help keeps a docstring's line breaks in the command list (and in
+        # a help's later paragraphs), so they would break mid-sentence in any terminal.
+        for command in _commands(self):
+            command.help = reflow(command.help)
+            command.short_help = reflow(command.short_help)
 
     def invoke(self, ctx: Any) -> Any:
         try:
