@@ -1,10 +1,25 @@
 """A job as `gpuq show` prints it: state, GPUs, why it waits, progress, metrics, GPU
 memory, cores and host memory, warnings, reason, earlier attempts, times, log tail."""
 
+from collections.abc import Iterable
 from typing import Any
 
-from service.cli.tables import kind_of, plural, progress_text, session_text, timestamp
+from gpuq.http import ApiError, Client
+from service.cli.tables import kind_of, plural, progress_text, session_text, timestamp, untold_total
 from service.usage.efficiency import duration, memory_amount
+
+
+def sweep_metrics(api: Client, jobs: Iterable[dict[str, Any]]) -> dict[int, str | None]:
+    """Sweep id → its metric, for the sweeps of those `jobs` that tell no total (their
+    progress shows the metric instead of a bar); a sweep the caller cannot read is left out."""
+    wanted = {job["sweep_id"] for job in jobs if job.get("sweep_id") and untold_total(job)}
+    found: dict[int, str | None] = {}
+    for sweep_id in sorted(wanted):
+        try:
+            found[sweep_id] = api.json("GET", f"/v1/sweeps/{sweep_id}")["metric"]
+        except ApiError:  # the job's own view must not fail for want of its sweep's
+            continue
+    return found
 
 
 def _rate(samples_per_s: float | None, replicas: int | None) -> str:
@@ -17,12 +32,13 @@ def _rate(samples_per_s: float | None, replicas: int | None) -> str:
     return text
 
 
-def _progress_details(job: dict[str, Any]) -> str:
+def _progress_details(job: dict[str, Any], sweep_metric: str | None) -> str:
     p = job["progress"]
-    extra = [f"step {p['step']}/{p['steps']}" if p.get("step") and p.get("steps") else ""]
-    extra.append(_rate(p.get("samples_per_s"), job.get("num_replicas")))
-    extra.append(f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else "")
-    return f"  progress: {progress_text(job)} " + " ".join(e for e in extra if e)
+    parts = [progress_text(job, sweep_metric)]
+    parts.append(f"step {p['step']}/{p['steps']}" if p.get("step") and p.get("steps") else "")
+    parts.append(_rate(p.get("samples_per_s"), job.get("num_replicas")))
+    parts.append(f"ETA {p['eta_s']:.0f}s" if p.get("eta_s") and job["status"] == "running" else "")
+    return "  progress: " + " ".join(part for part in parts if part)
 
 
 def _attempt_line(attempt: dict[str, Any]) -> str:
@@ -67,9 +83,9 @@ def nodes_text(nodes: list[dict[str, Any]]) -> str:
     )
 
 
-def job_summary(job: dict[str, Any]) -> str:
+def job_summary(job: dict[str, Any], sweep_metric: str | None = None) -> str:
     """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
-    reason, times, log tail."""
+    reason, times, log tail; `sweep_metric`, a member's sweep's, heads its progress."""
     noun = "session" if kind_of(job) == "session" else "job"
     lines = [
         f"{noun} {job['id']} ({job['name']}) by {job['owner']}: {job['status']}",
@@ -96,7 +112,7 @@ def job_summary(job: dict[str, Any]) -> str:
         where = f" (position {job['queue_position']})" if job.get("queue_position") else ""
         lines.append(f"  waiting{where}: {job['wait_reason']}")
     if progress_text(job):
-        lines.append(_progress_details(job))
+        lines.append(_progress_details(job, sweep_metric))
     if job.get("metrics"):
         metrics = ", ".join(
             f"{k}={v:.4g}" if v is not None else f"{k}=nan" for k, v in job["metrics"].items()

@@ -9,7 +9,7 @@ import typer
 
 from gpuq.contract.states import JobStatus
 from service.cli import tables
-from service.cli.job_summary import job_summary
+from service.cli.job_summary import job_summary, sweep_metrics
 from service.cli.options import JobIdArg, JsonFlag, api_client, print_json
 from service.cli.spec_files import read_spec_file
 from service.cli.watch import watch_progress
@@ -84,22 +84,24 @@ def list_jobs(
         params["owner"] = owner
     if cursor:
         params["cursor"] = cursor
-    page = api_client(ctx).json("GET", "/v1/jobs", params=params)
+    api = api_client(ctx)
+    page = api.json("GET", "/v1/jobs", params=params)
     if as_json:
         print_json(page)
     elif page["jobs"]:
-        tables.print_rendered(tables.jobs_table(page["jobs"]))
+        tables.print_rendered(tables.jobs_table(page["jobs"], sweep_metrics(api, page["jobs"])))
     else:
         print("no jobs")
 
 
 def show(ctx: typer.Context, job_id: JobIdArg, as_json: JsonFlag = False) -> None:
     """One job in detail: state, GPUs, progress, metrics, why it waits or ended."""
-    job = api_client(ctx).json("GET", f"/v1/jobs/{job_id}")
+    api = api_client(ctx)
+    job = api.json("GET", f"/v1/jobs/{job_id}")
     if as_json:
         print_json(job)
     else:
-        print(job_summary(job))
+        print(job_summary(job, sweep_metrics(api, [job]).get(job.get("sweep_id"))))
 
 
 def logs(

@@ -6,7 +6,7 @@ header line, no colour codes and no wrapping.
 
 import io
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -68,15 +68,43 @@ def state(value: str) -> Text:
     return Text(value, style=STYLES.get(value, ""))
 
 
-def progress_text(job: dict[str, Any]) -> str:
-    """`epoch 2/4 38%`, or "" before the first epoch."""
+def progress_text(job: dict[str, Any], sweep_metric: str | None = None) -> str:
+    """`epoch 2/4 38%`; `epoch 27 · val_loss 0.152` for a job that tells no total (its
+    headline metric, `headline_metric`); "" before the first epoch."""
     p = job.get("progress") or {}
     if not p.get("epoch"):
         return ""
-    text = f"epoch {p['epoch']}/{p['epochs']}"
+    if untold_total(job):
+        name = headline_metric(job.get("metrics") or {}, sweep_metric)
+        if name is None:
+            return f"epoch {p['epoch']}"
+        return f"epoch {p['epoch']} · {name} {metric_value(job['metrics'][name])}"
+    text = f"epoch {p['epoch']}/{p['epochs']}" if p.get("epochs") else f"epoch {p['epoch']}"
     if p.get("fraction") is not None:
         text += f" {100 * p['fraction']:.0f}%"
     return text
+
+
+def untold_total(job: dict[str, Any]) -> bool:
+    """Whether the job reports epochs but neither how many nor a share done (`gpuq.report`):
+    there is nothing to draw a bar from."""
+    p = job.get("progress") or {}
+    return bool(p.get("epoch")) and p.get("epochs") is None and p.get("fraction") is None
+
+
+def headline_metric(metrics: Mapping[str, Any], sweep_metric: str | None = None) -> str | None:
+    """The one metric a progress line shows: the sweep's (a member's), else `val_loss`, else
+    `loss`, else the first reported; None if none is. The dashboard's `headlineMetric`
+    follows the same rule."""
+    for name in (sweep_metric, "val_loss", "loss"):
+        if name and name in metrics:
+            return name
+    return next(iter(metrics), None)
+
+
+def metric_value(value: float | None) -> str:
+    """Three significant digits, `nan` for null: `0.152`, `1230`, `2.5e-05`."""
+    return "nan" if value is None else f"{float(f'{value:.3g}'):g}"
 
 
 def session_text(job: dict[str, Any]) -> str:
@@ -89,8 +117,12 @@ def session_text(job: dict[str, Any]) -> str:
     return text
 
 
-def jobs_table(jobs: Sequence[dict[str, Any]]) -> Table:
-    """`gpuq ls`: one row per job."""
+def jobs_table(
+    jobs: Sequence[dict[str, Any]], sweep_metrics: Mapping[int, str | None] | None = None
+) -> Table:
+    """`gpuq ls`: one row per job; `sweep_metrics` (sweep id → its metric) picks what a
+    member that tells no total shows."""
+    sweep_metrics = sweep_metrics or {}
     rows = [
         (
             j["id"],
@@ -100,7 +132,7 @@ def jobs_table(jobs: Sequence[dict[str, Any]]) -> Table:
             state(j["status"]),
             ",".join(map(str, j["assigned_gpus"])) or "-",
             session_text(j)
-            or progress_text(j)
+            or progress_text(j, sweep_metrics.get(j["sweep_id"]) if j.get("sweep_id") else None)
             or j.get("reason")
             or ("held" if j.get("held") else ""),
             timestamp(j["created_at"]),

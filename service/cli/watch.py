@@ -16,15 +16,16 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuq.http import Client
-from service.cli.tables import STYLES
+from service.cli.tables import STYLES, progress_text, untold_total
 
 BAR_WIDTH = 24
 
 
 def _fraction(job: dict[str, Any]) -> float | None:
-    """Share of training done, 0..1; None before the first epoch or while queued."""
+    """Share of training done, 0..1; None before the first epoch, while queued, or for a
+    job that tells no total."""
     p = job.get("progress") or {}
-    if job["status"] == "queued" or not p.get("epoch"):
+    if job["status"] == "queued" or not p.get("epoch") or untold_total(job):
         return None
     return min(1.0, max(0.0, p.get("fraction") or 0.0))
 
@@ -37,6 +38,8 @@ def _head(job: dict[str, Any]) -> str:
         return f"{head}{where}: {job.get('wait_reason') or 'waiting'}"
     if _fraction(job) is None and job["status"] == "starting":
         return f"{head}: starting TensorFlow"
+    if untold_total(job) and job["status"] != "queued":
+        return f"{head}: {progress_text(job)}"  # `epoch 27 · val_loss 0.152`: no bar to draw
     return head
 
 

@@ -97,8 +97,11 @@ def digest_events(events: list[Any]) -> Digest:
             found.began_training = True
         elif isinstance(event, event_records.StepRecord):
             found.began_training = found.trained = True
-            progress = event.progress
-            values["progress"] = progress.model_dump(exclude_unset=True) if progress else {}
+            progress = event.progress.model_dump(exclude_unset=True) if event.progress else {}
+            if event.epoch and not progress.get("epoch"):
+                # `gpuq.report` tells only the epoch that ended: that is where training is.
+                progress["epoch"] = event.epoch
+            values["progress"] = progress
             recorded = event.metrics or {}
             values["metrics"] = recorded
             step = 0 if isinstance(event, event_records.EpochRecord) else event.step or 0

@@ -137,3 +137,36 @@ def test_the_sweep_view_overlays_every_members_curve_beside_the_leaderboard(trai
     browser.eval("document.querySelector('#sweep').scrollIntoView()")
     png = browser.screenshot(ARTIFACTS / "sweep.png")
     assert png.startswith(b"\x89PNG") and len(png) > 20_000
+
+
+def test_a_job_without_a_total_shows_its_epoch_and_metric_and_no_job_a_log_hint(
+    trained, browser, tmp_path
+):
+    go = tmp_path / "go"
+    code = (
+        "import os, time; from gpuq import report\n"
+        "report(27, loss=0.2, val_loss=0.1523)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)"
+    )
+    url = trained.server.url
+    job_id = httpx.post(f"{url}/v1/jobs", json=command_spec(code, gpus=0)).json()["id"]
+    row = f"document.querySelector('#running tr[data-job=\"{job_id}\"]')"
+    try:
+        browser.open(url)
+        browser.wait_until("document.body.dataset.loaded === 'true'")
+        # No job chosen: a hint where the log goes, not an empty black box.
+        hint = browser.eval("document.querySelector('#log-hint').innerText")
+        assert hint == "Choose a job in the lists above to follow its log."
+        assert browser.eval("document.querySelector('#log').offsetParent") is None
+        # Epochs without a total: the latest epoch and val_loss, never a 0 % bar.
+        text = browser.wait_until(f"{row}?.innerText.includes('epoch 27') && {row}.innerText", 30)
+        assert "epoch 27 · val_loss 0.152" in text and "%" not in text, text
+        assert browser.eval(f"{row}.querySelectorAll('.bar').length") == 0
+        browser.eval(f"{row}.click()")
+        detail = "document.querySelector('#job-detail').innerText"
+        assert "epoch 27 · val_loss 0.152" in browser.wait_until(
+            f"{detail}.includes('epoch 27') && {detail}"
+        )
+        assert browser.eval("document.querySelector('#log-hint').offsetParent") is None
+    finally:
+        go.touch()

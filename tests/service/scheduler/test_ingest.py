@@ -143,6 +143,12 @@ def test_the_progress_read_is_the_one_the_api_shows():
     assert list(ProgressRecord.model_fields) == list(Progress.model_fields)
 
 
+def test_an_epoch_reported_without_progress_is_where_training_is():
+    # `gpuq.report(27, val_loss=0.15)` says neither a total nor a share done.
+    found = digest_events([{"event": "epoch", "epoch": 27, "metrics": {"val_loss": 0.15}}])
+    assert found.values["progress"] == {"epoch": 27}
+
+
 def test_unreadable_lines_and_files_read_as_nothing(tmp_path, monkeypatch):
     path = tmp_path / "events.jsonl"
     deep = "[" * 100_000 + "]" * 100_000
