@@ -44,7 +44,11 @@ def test_the_dashboard_shows_gpus_a_loss_curve_per_epoch_and_the_log(trained, br
     browser.wait_until(f"document.querySelector('#log').textContent.includes('epoch {EPOCHS}/')")
     ended = browser.eval(f"document.querySelector('#ended tr[data-job=\"{job_id}\"]').innerText")
     assert "succeeded" in ended
-    assert "succeeded" in browser.eval("document.querySelector('#job-detail').innerText")
+    detail = browser.eval("document.querySelector('#job-detail').innerText")
+    assert "succeeded" in detail
+    # Why it went where it did, and how it used what it held (simulated GPUs: unmeasured).
+    assert "placed: GPU 0: whole" in detail
+    assert "efficiency: GPU memory not measured (whole 8 GiB GPUs); ran " in detail
     # The box's cores and host memory beside the GPUs (GET /v1/host).
     host = browser.eval("document.querySelector('#host').innerText")
     assert "Host cores" in host and "Host memory" in host and "kept for gpuq" in host
