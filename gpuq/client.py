@@ -10,11 +10,17 @@
 
 Every refusal or unreachable server raises `gpuq.http.ApiError`, whose message is the
 server's (`404: no job 7`) and whose `status_code` is the HTTP status.
+
+Long because it is one short method per API route the CLI uses
+(tests/gpuq/test_client_covers_cli.py holds it to that), and the answers' models, whose
+names only mean something next to the methods that return them.
 """
 
+import codecs
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +29,21 @@ from gpuq.contract.states import TERMINAL, JobStatus, Reason
 from gpuq.contract.sweep import SweepSpec
 from gpuq.http import ApiError, Client
 
-__all__ = ["ApiError", "Artifact", "Gpuq", "Job", "Preview", "Progress", "Sweep", "SweepMember"]
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
+
+__all__ = [
+    "ApiError",
+    "Artifact",
+    "Drain",
+    "Gpuq",
+    "Job",
+    "Preview",
+    "Progress",
+    "Sweep",
+    "SweepMember",
+    "Webhook",
+]
 
 
 class _Answer(BaseModel):
@@ -154,6 +174,16 @@ class Gpuq:
         params = {"tail": tail} if tail else {}
         return self.http.request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
 
+    def follow_logs(self, job_id: int, tail: int | None = None) -> Iterator[str]:
+        """The current attempt's output as it comes, until the job ends (`gpuq logs -f`)."""
+        params: dict[str, Any] = {"follow": "true"} | ({"tail": tail} if tail else {})
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for chunk in self.http.stream(f"/v1/jobs/{job_id}/logs", **params):
+            if text := decoder.decode(chunk):
+                yield text
+        if rest := decoder.decode(b"", final=True):
+            yield rest
+
     def cancel(self, job_id: int) -> Job:
         """Cancels a queued job at once; a running one is stopping when this returns."""
         return self._job("POST", f"/v1/jobs/{job_id}/cancel")
@@ -204,9 +234,97 @@ class Gpuq:
         """The sweep now, with its leaderboard (`members`, the best first)."""
         return self._sweep("GET", f"/v1/sweeps/{sweep_id}")
 
+    def sweeps(self, *, owner: str | None = None, limit: int = 50) -> list["Sweep"]:
+        """The newest `limit` sweeps (at most 500), without leaderboards (`members` is
+        empty: `sweep(id)` has it)."""
+        params: dict[str, Any] = {"limit": limit} | ({"owner": owner} if owner else {})
+        page = self.http.json("GET", "/v1/sweeps", params=params)
+        return [Sweep.model_validate(s) for s in page["sweeps"]]
+
     def cancel_sweep(self, sweep_id: int) -> "Sweep":
         """Cancels the queued members; the running ones are stopping when this returns."""
         return self._sweep("POST", f"/v1/sweeps/{sweep_id}/cancel")
+
+    def hold_sweep(self, sweep_id: int) -> "Sweep":
+        """Keeps the sweep's queued members from starting (running ones go on)."""
+        return self._sweep("POST", f"/v1/sweeps/{sweep_id}/hold")
+
+    def release_sweep(self, sweep_id: int) -> "Sweep":
+        """Lets a held sweep's queued members start again."""
+        return self._sweep("POST", f"/v1/sweeps/{sweep_id}/release")
+
+    def terminal(self, job_id: int, timeout_s: float | None = None) -> "ClientConnection":
+        """A WebSocket to session `job_id`'s terminal once it runs (long polls until then;
+        `TimeoutError` after `timeout_s`; `ApiError`, 409, if it ended first); use it in a
+        `with`. A session is a job of `"kind": "session"`. Binary messages are keys and what
+        the program shows; a text `{"rows": R, "cols": C}` sizes its terminal. It closes when
+        the program ends; closing it ends the session, and gpuq refuses with close code
+        4000 + an HTTP status. `gpuq shell` is built on it."""
+        for job in self.http.changes(job_id, timeout_s):
+            if job["status"] == JobStatus.running:
+                return self.http.terminal(job_id)
+        message = f"409: job {job_id} is {job['status']}: only a running session has a terminal"
+        raise ApiError(message, 409)
+
+    def usage(
+        self,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        by: Literal["owner", "day", "gpu"] = "owner",
+    ) -> dict[str, Any]:
+        """GPU-hours, jobs by final state, lost GPU-hours and queue waits over a period
+        (`since`/`until`: `7d`, `now`, an ISO time; default the last 7 days), a row per
+        `by`; the report as the API gives it (`GET /v1/usage`), as a dict."""
+        given = {"since": since, "until": until}
+        params = {"by": by} | {k: v for k, v in given.items() if v is not None}
+        report: dict[str, Any] = self.http.json("GET", "/v1/usage", params=params)
+        return report
+
+    def gpus(self) -> list[dict[str, Any]]:
+        """Every GPU with its memory, jobs and state, as dicts as the API gives them
+        (`GET /v1/gpus`); under Slurm, the partition's GPU nodes instead."""
+        listed: list[dict[str, Any]] = self.http.json("GET", "/v1/gpus")
+        return listed
+
+    def release_gpu(self, index: int) -> dict[str, Any]:
+        """Puts a draining or quarantined GPU back into use (admins); the GPU, as a dict."""
+        gpu: dict[str, Any] = self.http.json("POST", f"/v1/gpus/{index}/release")
+        return gpu
+
+    def drains(self) -> list["Drain"]:
+        """What is drained: the whole box (`gpu` None) or single GPUs."""
+        return self._drains("GET", "/v1/admin/drain")
+
+    def drain(self, gpus: list[int] | None = None, reason: str | None = None) -> list["Drain"]:
+        """Starts nothing new on `gpus` (None: the whole box) until `resume`; running jobs
+        finish (admins). Every drain now."""
+        return self._drains("POST", "/v1/admin/drain", json={"gpus": gpus, "reason": reason})
+
+    def resume(self, gpus: list[int] | None = None) -> list["Drain"]:
+        """Ends the drains of `gpus` (None: every drain) (admins); the drains left."""
+        return self._drains("POST", "/v1/admin/resume", json={"gpus": gpus})
+
+    def audit(self, *, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
+        """A page of the audit log, newest first (admins), as the API gives it: `entries`
+        and `next_cursor`, the `cursor` of the next page (None on the last)."""
+        params: dict[str, Any] = {"limit": limit} | ({"cursor": cursor} if cursor else {})
+        page: dict[str, Any] = self.http.json("GET", "/v1/audit", params=params)
+        return page
+
+    def webhook(self) -> "Webhook":
+        """Your default webhook and the secret your jobs' deliveries are signed with."""
+        return Webhook.model_validate(self.http.json("GET", "/v1/webhook"))
+
+    def set_webhook(self, url: str | None, *, rotate_secret: bool = False) -> "Webhook":
+        """Sets your default webhook (None: removes it); jobs already queued keep theirs."""
+        change = {"url": url, "rotate_secret": rotate_secret}
+        return Webhook.model_validate(self.http.json("PUT", "/v1/webhook", json=change))
+
+    def rotate_webhook_secret(self) -> "Webhook":
+        """Replaces the signing secret, leaving the webhook as it is."""
+        change = {"rotate_secret": True}
+        return Webhook.model_validate(self.http.json("PUT", "/v1/webhook", json=change))
 
     def close(self) -> None:
         """Closes the connections."""
@@ -223,6 +341,9 @@ class Gpuq:
 
     def _sweep(self, method: str, path: str, **kwargs: Any) -> "Sweep":
         return Sweep.model_validate(self.http.json(method, path, **kwargs))
+
+    def _drains(self, method: str, path: str, **kwargs: Any) -> list["Drain"]:
+        return [Drain.model_validate(d) for d in self.http.json(method, path, **kwargs)]
 
 
 class SweepMember(_Answer):
@@ -250,6 +371,7 @@ class Sweep(_Answer):
     metric: str | None = None
     mode: str = "min"
     max_parallel: int | None = None
+    held: bool = False  #: its queued members are held until `release_sweep`
     warnings: list[str] = Field(default_factory=list)
     members: list[SweepMember] = Field(default_factory=list)  #: the best first
 
@@ -257,3 +379,19 @@ class Sweep(_Answer):
     def done(self) -> bool:
         """Every member has ended."""
         return self.status in ("ended", "cancelled")
+
+
+class Drain(_Answer):
+    """An admin's maintenance drain: nothing new starts there until it is resumed."""
+
+    gpu: int | None = None  #: None: the whole box
+    reason: str | None = None
+    by: str
+    since: datetime
+
+
+class Webhook(_Answer):
+    """Your default webhook, for jobs whose spec names none, and your signing secret."""
+
+    url: str | None = None
+    secret: str  #: `X-Gpuq-Signature: sha256=<hex>` is HMAC-SHA256 of the body with it
