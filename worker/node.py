@@ -2,13 +2,14 @@
 
 The job's runner (the Slurm batch step) starts one on every node of the job with
 `srun --kill-on-bad-exit`. Each finds the others through the run directory, which every
-node shares: it writes `nodes/<rank>.json` (its node, address and a free port) and waits
-for everyone's. It then starts the job's process (gpuq's trainer, or a command job's
-program) in a process group of its own with what its framework needs to find the others:
-`TF_CONFIG` for TensorFlow; `MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`,
-`LOCAL_RANK`, `NODE_RANK` for PyTorch (torchrun's static rendezvous, one process per
-node); `GPUQ_NODE_RANK`, `GPUQ_NODES`, `GPUQ_NODE`. Rank 0 is the chief: only its events
-are the job's; the others report to `nodes/<rank>/`, which is removed when they end.
+node shares: it writes `nodes/<rank>.json` (its node, address and a port it holds for the
+program, see `HeldPort`) and waits for everyone's. It then starts the job's process
+(gpuq's trainer, or a command job's program) in a process group of its own with what its
+framework needs to find the others: `TF_CONFIG` for TensorFlow; `MASTER_ADDR`,
+`MASTER_PORT`, `WORLD_SIZE`, `RANK`, `LOCAL_RANK`, `NODE_RANK` for PyTorch (torchrun's
+static rendezvous, one process per node); `GPUQ_NODE_RANK`, `GPUQ_NODES`, `GPUQ_NODE`.
+Rank 0 is the chief: only its events are the job's; the others report to `nodes/<rank>/`,
+which is removed when they end.
 
 Every line the process prints is prefixed with the node's name (`[gpuq-n2] ...`), so the
 job's one log tells the nodes apart. SIGTERM (a cancel, a preemption, the time limit) is
@@ -29,10 +30,10 @@ from typing import Any
 
 from gpuq.contract.nodes import (
     FOLDER,
+    HeldPort,
     NodeEnd,
     announcement,
     end_path,
-    free_port,
     meet,
     node_address,
     scratch,
@@ -52,8 +53,10 @@ def main(argv: list[str]) -> int:
     rank, nodes, node = this_task()
     prefix = f"[{node}] ".encode()
     signals = PassedOnSignals()
+    # Held until this worker exits, past the program's bind of them (see HeldPort).
+    ports = [HeldPort() for _ in range(2 if rank == 0 else 1)]
     try:
-        world = rendezvous(run, rank, nodes, node)
+        world = rendezvous(run, rank, nodes, node, ports)
     except TimeoutError as exc:
         write_prefixed(prefix, f"gpuq: {exc}")
         return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
@@ -134,15 +137,17 @@ def _start_program(plan: dict[str, Any], env: dict[str, str]) -> "subprocess.Pop
     )
 
 
-def rendezvous(run: RunDir, rank: int, nodes: int, node: str) -> list[dict[str, Any]]:
-    """Announces this node in the run directory and waits for all `nodes`; every node's
-    announcement, by rank."""
+def rendezvous(
+    run: RunDir, rank: int, nodes: int, node: str, ports: list[HeldPort]
+) -> list[dict[str, Any]]:
+    """Announces this node in the run directory with its `ports` (TF_CONFIG's, then the
+    chief's MASTER_PORT) and waits for all `nodes`; every node's announcement, by rank."""
     record = announcement(
         rank,
         node,
         address=node_address(node),
-        port=free_port(),
-        master_port=free_port() if rank == 0 else None,
+        port=ports[0].port,
+        master_port=ports[1].port if rank == 0 else None,
         gpus=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )
     # For people and tests: this worker's pid, and Slurm's word for the node's place.

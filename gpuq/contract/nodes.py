@@ -68,12 +68,28 @@ def node_address(node: str) -> str:
     return socket.gethostname()
 
 
-def free_port() -> int:
-    """A TCP port no one listens on here now: the job's own, so two jobs on the same
-    nodes never collide (the program binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+class HeldPort:
+    """A TCP port for the job's program to serve on, held for it from the moment it is
+    chosen until `close` (when the program has ended).
+
+    Choosing a free port and letting it go before the program binds it races: in between,
+    another job's choice or an outgoing connection may take it. The consumers (TensorFlow's
+    gRPC server for `TF_CONFIG`, torch's TCPStore for `MASTER_PORT`) only take a port
+    number, so the socket cannot be handed over; instead it stays bound here, not
+    listening, with `SO_REUSEADDR`. Linux then lets a server that also sets `SO_REUSEADDR`
+    (gRPC and torch's TCPStore both do) bind and listen on it, while the kernel never picks
+    it for anyone else's port 0 or outgoing connection, and a plain bind of it fails.
+    `SO_REUSEPORT` would not do: TensorFlow turns it off on its gRPC server.
+    """
+
+    def __init__(self) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("", 0))
+        self.port = int(self._socket.getsockname()[1])
+
+    def close(self) -> None:
+        self._socket.close()
 
 
 def meet(

@@ -160,6 +160,44 @@ def test_ctrl_c_cancels_and_a_second_ctrl_c_leaves_at_once(server: Server) -> No
         assert http.get(f"/v1/jobs/{job_id}").json()["status"] == "running"  # grace: 5 s
 
 
+def test_a_foreground_run_whose_terminal_goes_away_ends_and_leaves_the_job_running(
+    server: Server, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    waiter = (
+        "import os, time\n"
+        "print('started', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+    )
+    child = spawn(server, "run", "--gpus", "0", "--", "python", "-c", waiter)
+    job_id = job_id_of(child)
+    child.expect("started")
+    child.kill(signal.SIGHUP)  # the SSH connection drops
+    child.expect(pexpect.EOF, timeout=10)
+    child.close()
+    with api(server) as http:
+        assert http.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+        go.touch()  # cancelled instead, it would end `cancelled` (grace: 5 s), not succeed
+    ana = Client(server.url, server.tokens["ana"])  # type: ignore[attr-defined]
+    *_, job = ana.changes(job_id, timeout_s=30)
+    assert (job["status"], job["exit_code"]) == ("succeeded", 0), job
+
+
+def test_run_json_prints_the_job_its_output_lines_and_the_job_at_the_end(server: Server) -> None:
+    done = subprocess.run(
+        [*GPUQ, "run", "--json", "--gpus", "0", "--", "python", "-c", "print('one\\ntwo')"],
+        env=member(server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    first, *lines, last = [json.loads(line) for line in done.stdout.splitlines()]
+    assert first["status"] in ("queued", "starting", "running")
+    assert lines == [{"job_id": first["id"], "line": "one"}, {"job_id": first["id"], "line": "two"}]
+    assert (last["id"], last["status"], last["exit_code"]) == (first["id"], "succeeded", 0)
+
+
 SLEEPER = "import time; print('started', flush=True); time.sleep(60)"
 STUBBORN = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -272,6 +310,11 @@ def test_a_shell_sees_its_gpu_and_cap_is_listed_and_frees_the_gpu_when_it_exits(
     child.sendline("sleep 300 &")  # left behind: ended with the session
     child.expect(PROMPT)
     child.sendline("exit 4")
+    exited = time.monotonic()  # a little before the shell has: the time below is the most
+    with api(server) as http:
+        while held := {g["index"]: g for g in http.get("/v1/gpus").json()}[1]["allocations"]:
+            assert time.monotonic() - exited <= 1.0, f"GPU 1 still held a second on: {held}"
+            time.sleep(0.05)
     child.expect(f"job {job_id} failed")
     assert ended(child) == 4
     with api(server) as http:

@@ -1,11 +1,17 @@
 """How a job's nodes find each other and which one a failing job's end is blamed on."""
 
+import errno
+import importlib.util
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gpuq.contract.nodes import (
+    HeldPort,
     NodeEnd,
     announcement,
     end_path,
@@ -153,3 +159,55 @@ def test_a_lost_node_that_never_announced_itself_is_named_by_its_rank(tmp_path: 
     judged = classify(exit_info=end, detail=None, stop_reason=None, time_limit_s=None)
     assert judged.reason == Reason.worker_lost
     assert judged.message.startswith("node rank 1: its gpuq worker ended")
+
+
+def test_a_held_port_cannot_be_taken_by_another_binder_until_it_is_let_go():
+    # free_port's race: the port was found free, let go, and then anyone could bind it
+    # before the job's program did.
+    held = HeldPort()
+    hosts = [(socket.AF_INET, "")] + ([(socket.AF_INET6, "::")] if socket.has_ipv6 else [])
+    try:
+        for family, host in hosts:
+            with socket.socket(family) as other, pytest.raises(OSError) as refused:
+                other.bind((host, held.port))
+            assert refused.value.errno == errno.EADDRINUSE
+    finally:
+        held.close()
+    with socket.socket() as other:
+        other.bind(("", held.port))
+
+
+# Each starts its framework's server on the port in argv[1], as a job's program does with
+# TF_CONFIG's port or MASTER_PORT, and reaches it: exit 0 only if it could bind and listen.
+SERVERS = {
+    "tensorflow": (
+        "import socket, sys, tensorflow as tf\n"
+        "cluster = tf.train.ClusterSpec({'worker': [f'localhost:{sys.argv[1]}']})\n"
+        "server = tf.distribute.Server(cluster, job_name='worker', task_index=0)\n"
+        "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10).close()\n"
+    ),
+    "torch": (
+        "import datetime, sys, torch.distributed as dist\n"
+        "store = dist.TCPStore('127.0.0.1', int(sys.argv[1]), 1, True,\n"
+        "                      timeout=datetime.timedelta(seconds=10))\n"
+        "store.set('k', 'v')\n"
+        "assert store.get('k') == b'v'\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(SERVERS))
+def test_the_jobs_program_can_serve_on_the_port_held_for_it(framework: str):
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed")
+    held = HeldPort()
+    try:
+        served = subprocess.run(
+            [sys.executable, "-c", SERVERS[framework], str(held.port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        held.close()
+    assert served.returncode == 0, served.stderr[-2000:]

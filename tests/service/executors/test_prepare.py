@@ -22,24 +22,26 @@ from tests.accounts import ANA, Accounts, throwaway_accounts
 #: a link to root's files in one step (renameat2's RENAME_EXCHANGE), over and over: in the
 #: first attempt's checkpoints `sub` (a folder) and `alt` (a link to root's secrets); in the
 #: new attempt's folder, once it can write there, `tensorboard` and a link to a folder of
-#: root's.
+#: root's. The swaps that landed so far are counted in `counter` (8 bytes).
 SWAPPER = """
 import ctypes, os, sys, time
-checkpoints, secrets, attempt, victims, seconds = sys.argv[1:]
+checkpoints, secrets, attempt, victims, seconds, counter = sys.argv[1:]
 renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
 def swap(a, b):
-    renameat2(-100, a.encode(), -100, b.encode(), 2)  # AT_FDCWD, RENAME_EXCHANGE
+    return renameat2(-100, a.encode(), -100, b.encode(), 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
 sub, alt = os.path.join(checkpoints, "sub"), os.path.join(checkpoints, "alt")
 board, link = os.path.join(attempt, "tensorboard"), os.path.join(attempt, "tb")
 os.symlink(secrets, alt)
+landed, count = 0, os.open(counter, os.O_WRONLY)
 end = time.time() + float(seconds)
 while time.time() < end:
-    swap(sub, alt)
+    landed += swap(sub, alt)
     try:
         os.symlink(victims, link)
     except OSError:
         pass
-    swap(board, link)
+    landed += swap(board, link)
+    os.pwrite(count, landed.to_bytes(8, "little"), 0)
 """
 #: copies wanted while the swaps race, and the most tries for them (a loaded machine's
 #: scheduler may let the swapper win many in a row: 120 tries once all failed in CI; a
@@ -64,6 +66,10 @@ def launch(attempt: int, account: Account, resume_from: int | None = None) -> La
         resume_from=resume_from,
         run_as=account,
     )
+
+
+def swaps_landed(counter: Path) -> int:
+    return int.from_bytes(counter.read_bytes() or b"\0", "little")
 
 
 def copied_files(folder, name: str) -> list[str]:
@@ -98,17 +104,24 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
         shard.write_bytes(b"w")
         os.chown(shard, ana.pw_uid, ana.pw_gid)
     attempt = first.path.parent / "2"
+    counter = accounts.scratch / "swaps"
+    counter.touch()
+    os.chown(counter, ana.pw_uid, ana.pw_gid)
     argv = [sys.executable, "-c", SWAPPER, str(first.checkpoints), str(secrets), str(attempt)]
-    swapper = subprocess.Popen(["runuser", "-u", ANA, "--", *argv, str(victims), "120"], cwd="/")
-    leaked, copies = [], 0
+    swapper = subprocess.Popen(
+        ["runuser", "-u", ANA, "--", *argv, str(victims), "120", str(counter)], cwd="/"
+    )
+    leaked, copies, raced = [], 0, 0
     try:
         for _ in range(TRIES):
+            before = swaps_landed(counter)
             try:
                 run, _ = prepare_run(runs, launch(2, account, resume_from=1))
             except OSError:
                 continue  # the copy met a link mid-way: a failed start, nothing leaked
             leaked += copied_files(run.checkpoints, "secret.txt")
             copies += 1
+            raced += swaps_landed(counter) > before
             if copies == COPIES:
                 break
     finally:
@@ -119,7 +132,7 @@ def test_roots_copy_and_handover_never_follow_a_link_the_owner_swaps_in(accounts
     for path in (victims, victim):
         info = path.stat()
         assert (info.st_uid, stat.S_IMODE(info.st_mode) & 0o044) == (0, 0o044), path
-    assert copies > 0  # some copies ran while the swaps raced them
+    assert raced > 0, f"no swap landed during any of the {copies} copies"
     # With nobody racing, the checkpoints arrive, the owner's, and links stay links.
     run, _ = prepare_run(runs, launch(2, account, resume_from=1))
     assert copied_files(run.checkpoints, "ckpt.weights") == [""]
