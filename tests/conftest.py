@@ -69,11 +69,27 @@ def together(nodeid: str) -> str:
     return next((group for prefix, group in TOGETHER.items() if path.startswith(prefix)), path)
 
 
+#: the groups that take minutes, longest first: the workers take groups in the order they
+#: were collected (`pytest_xdist_make_scheduler`), so these go first rather than leave one
+#: worker running them at the end while the other waits (`make test`'s `--durations`)
+LONGEST = ("deploy", "tests/e2e/test_packed_soak.py", "slurm")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `LONGEST` groups first; everything else in the order it was collected."""
+    rank = {group: place for place, group in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(together(item.nodeid), len(LONGEST)))
+
+
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a plain `pytest` never calls it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     # xdist's own `--dist loadgroup` does nothing under pytest 9.2: it tags each group onto
     # `item._nodeid`, which pytest no longer reads. Its scope scheduling with our scopes does.
     from xdist.scheduler import LoadScopeScheduling
+
+    # In collection order (`LONGEST` first), not xdist's default of the groups with the
+    # most tests first, which left the one-test soak, the longest, for the very end.
+    config.option.loadscopereorder = False
 
     class Together(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
