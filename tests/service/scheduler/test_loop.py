@@ -5,6 +5,7 @@ import math
 import random
 import signal
 import time
+import types
 
 import pytest
 from sqlmodel import select
@@ -15,7 +16,7 @@ from service import jobs
 from service.gpus import maintenance, registry
 from service.gpus.inventory import discover
 from service.gpus.registry import GpuRegistry
-from service.scheduler import place
+from service.scheduler import place, replan
 from service.scheduler.loop import Scheduler, SchedulerLocked
 from service.scheduler.queued import QueueReader
 from service.store.tables import Allocation
@@ -142,7 +143,13 @@ def test_positions_left_behind_by_a_start_are_rewritten_when_the_period_ends(
     db, scheduler, monkeypatch
 ):
     """Nothing else need happen: the plan that left them plans again by then."""
-    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 0.5)
+    # The placer's clock, moved on by hand: however slowly a loaded machine plans, the
+    # period ends when the test says so.
+    moved = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + moved[0])
+    monkeypatch.setattr(place, "time", clock)
+    monkeypatch.setattr(replan, "time", clock)
+    monkeypatch.setattr(place, "POSITIONS_EVERY_S", 3600.0)  # longer than any slow plan
     scheduler.books.settings = scheduler.books.settings.model_copy(update={"max_cpu_jobs": 1})
     spec = JobSpec.model_validate(command_spec("import time; time.sleep(30)", gpus=0))
     first, second, third = (submit_job(db, spec=spec, caller=ANA)[0].id for _ in range(3))
@@ -156,7 +163,7 @@ def test_positions_left_behind_by_a_start_are_rewritten_when_the_period_ends(
         assert jobs.get_job(db, second).status == JobStatus.starting
         scheduler.steps.place()  # the plan that sees that start: nothing to write
         assert jobs.get_job(db, third).queue_position == 2  # within the period: left
-        time.sleep(0.6)
+        moved[0] = place.POSITIONS_EVERY_S  # the period is over
         scheduler.steps.place()  # nothing changed since the last plan, but the period is over
         assert jobs.get_job(db, third).queue_position == 1
     finally:
