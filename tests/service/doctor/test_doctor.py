@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -69,6 +70,16 @@ def test_a_bad_gpus_setting_is_one_failed_check(monkeypatch, capsys):
     assert out.rstrip().endswith("1 check failed")
 
 
+def execed(proc: subprocess.Popen) -> subprocess.Popen:
+    """`proc` once its command line is its own: read before the child has exec'd, it is
+    empty (or the parent's), and the doctor would call the process foreign and nameless."""
+    deadline = time.monotonic() + 30
+    while b"/x/runs/" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, f"pid {proc.pid} never ran its program"
+        time.sleep(0.01)
+    return proc
+
+
 @pytest.fixture
 def stranger() -> Iterator[subprocess.Popen]:
     """A process gpuq did not start, as if someone trained by hand; its arguments name a
@@ -77,7 +88,7 @@ def stranger() -> Iterator[subprocess.Popen]:
         [sys.executable, "-c", "import time; time.sleep(60)", "worker.runner", "/x/runs/8/1"],
         start_new_session=True,
     )
-    yield proc
+    yield execed(proc)
     proc.kill()
     proc.wait()
 
@@ -94,7 +105,7 @@ def gpuq_job(tmp_path) -> Iterator[subprocess.Popen]:
         cwd=tmp_path,  # sys.path[0]: the stand-in, not gpuq's runner
         start_new_session=True,
     )
-    yield proc
+    yield execed(proc)
     proc.kill()
     proc.wait()
 
