@@ -5,18 +5,9 @@ free, and each job says why it went where it did."""
 import pytest
 
 from tests.conftest import command_spec, ended, serving, wait_for
+from tests.e2e.test_drain import submit, wait_until_file
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_until_file(path) -> str:
-    return f"import os, time\nwhile not os.path.exists({str(path)!r}): time.sleep(0.05)"
-
-
-def submit(client, spec) -> int:
-    response = client.post("/v1/jobs", json=spec)
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
 
 
 def running(job) -> bool:
