@@ -3,7 +3,8 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import service.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import service.store.tables
+import service.store.usage_tables  # noqa: F401
 from service.store.migrate import compare_type
 
 target_metadata = SQLModel.metadata

@@ -17,7 +17,8 @@ from service.errors import Unavailable
 from service.public import GpuNodePublic, GpuPublic, HostPublic, readable_progress
 from service.runtime import Service
 from service.store.db import utcnow
-from service.store.tables import Job, UsageTotal
+from service.store.tables import Job
+from service.store.usage_tables import UsageTotal
 
 MIB = 1024 * 1024
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, DateTime, Engine, TypeDecorator, create_engine, text
 from sqlalchemy.engine.url import make_url
-from sqlmodel import Session
+from sqlmodel import Field, Session
 
 from service.store import postgres, wake_file
 from service.store.change_listener import ChangeListener
@@ -51,6 +51,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
+
+
+def utc_field(**kwargs: Any) -> Any:
+    """A table's field stored as `UTCDateTime` (`Field`'s arguments besides)."""
+    return Field(sa_type=UTCDateTime, **kwargs)
 
 
 @dataclass

@@ -8,11 +8,7 @@ from sqlmodel import Field, SQLModel
 
 from gpuq.contract.spec import empty_dict, empty_list
 from gpuq.contract.states import GpuState, JobStatus, Reason
-from service.store.db import UTCDateTime, utcnow
-
-
-def _utc(**kwargs: Any) -> Any:
-    return Field(sa_type=UTCDateTime, **kwargs)
+from service.store.db import utc_field, utcnow
 
 
 class Job(SQLModel, table=True):
@@ -70,7 +66,7 @@ class Job(SQLModel, table=True):
     placement_violations: list[dict[str, Any]] = Field(
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
-    retry_at: datetime | None = _utc(default=None)  #: a requeued job waits until then
+    retry_at: datetime | None = utc_field(default=None)  #: a requeued job waits until then
     held: bool = False  #: kept from starting by its owner or an admin
     depends_on: list[int] = Field(
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
@@ -82,9 +78,9 @@ class Job(SQLModel, table=True):
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
     #: the Unix account the job runs as (GPUQ_RUN_AS=owner), fixed at submit
     unix_user: str | None = None
-    not_before: datetime | None = _utc(default=None)  #: the spec's: no start before then
+    not_before: datetime | None = utc_field(default=None)  #: the spec's: no start before then
     #: since when the job holds GPUs without training (the idle rule); None while it trains
-    idle_since: datetime | None = _utc(default=None)
+    idle_since: datetime | None = utc_field(default=None)
     webhook_url: str | None = None  #: where its state changes are posted, fixed at submit
     #: the last status a webhook delivery was queued for (the notifier's cursor)
     notified_status: str | None = None
@@ -92,20 +88,20 @@ class Job(SQLModel, table=True):
     executor: str | None = None  #: what runs the current attempt: `local` or `slurm`
     executor_job_id: str | None = None  #: its id there: the runner's pid, the Slurm job id
     events_offset: int = 0
-    cancel_requested_at: datetime | None = _utc(default=None)
+    cancel_requested_at: datetime | None = utc_field(default=None)
     stop_reason: Reason | None = None  #: why the scheduler sent SIGTERM
-    stop_sent_at: datetime | None = _utc(default=None)
-    created_at: datetime = _utc(default_factory=utcnow)
-    started_at: datetime | None = _utc(default=None)
-    running_at: datetime | None = _utc(default=None)
-    finished_at: datetime | None = _utc(default=None)
+    stop_sent_at: datetime | None = utc_field(default=None)
+    created_at: datetime = utc_field(default_factory=utcnow)
+    started_at: datetime | None = utc_field(default=None)
+    running_at: datetime | None = utc_field(default=None)
+    finished_at: datetime | None = utc_field(default=None)
     #: Grows on every change to any job (kept by database triggers; see migration 0005).
     rev: int = Field(default=0, unique=True, index=True)
     sweep_id: int | None = Field(default=None, index=True)  #: the sweep it is a member of
     #: a sweep member's parameters: name → value (`GPUQ_PARAM_<NAME>` in its environment)
     params: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     #: when its current attempt became free to start: its retry's time (None: `created_at`)
-    queued_at: datetime | None = _utc(default=None)
+    queued_at: datetime | None = utc_field(default=None)
     preemptions: int = 0  #: how many times a more urgent job preempted it
     preempted_by: int | None = None  #: the job that preempted it last
     #: its GPUs' average utilisation over NVML's samples while it ran (None: none known)
@@ -124,11 +120,11 @@ class Sweep(SQLModel, table=True):
     size: int  #: how many members it made
     max_parallel: int | None = None  #: at most this many members run at once
     held: bool = False  #: its queued members were held (and not released since)
-    cancelled_at: datetime | None = _utc(default=None)
+    cancelled_at: datetime | None = utc_field(default=None)
     cancelled_by: str | None = None
     warnings: list[str] = Field(default_factory=empty_list, sa_column=Column(JSON, nullable=False))
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
-    created_at: datetime = _utc(default_factory=utcnow)
+    created_at: datetime = utc_field(default_factory=utcnow)
 
 
 class JobMetric(SQLModel, table=True):
@@ -146,46 +142,7 @@ class JobMetric(SQLModel, table=True):
     epoch: int
     step: int = 0
     values: dict[str, float | None] = Field(sa_column=Column(JSON, nullable=False))
-    recorded_at: datetime = _utc(default_factory=utcnow)
-
-
-class AttemptUsage(SQLModel, table=True):
-    """One ended attempt of a job that held GPUs or a CPU slot: who, how many GPUs, from when
-    to when, how it ended and what of it was lost. Written in the transaction that ends the
-    attempt; `/v1/usage` reads a period of these by `ended_at`."""
-
-    __tablename__ = "attempt_usage"
-
-    id: int | None = Field(default=None, primary_key=True)
-    job_id: int = Field(index=True)
-    attempt: int
-    owner: str = Field(index=True)
-    gpus: int
-    gpu_indices: list[int] = Field(
-        default_factory=empty_list, sa_column=Column(JSON, nullable=False)
-    )
-    queued_at: datetime = _utc()
-    started_at: datetime = _utc()
-    ended_at: datetime = _utc(index=True)
-    #: succeeded, failed, cancelled, timed_out, or preempted (queued again)
-    outcome: str
-    reason: str | None = None
-    final: bool  #: the job ended with it (False: it was queued again)
-    gpu_seconds: float
-    #: GPU-seconds of it no later attempt builds on: all of a failed job's last attempt, the
-    #: work since the last checkpoint of an attempt retried or preempted
-    lost_gpu_seconds: float = 0.0
-    preempted_by: int | None = None
-
-
-class UsageTotal(SQLModel, table=True):
-    """Each owner's GPU-seconds over all ended attempts (a rollup of `attempt_usage`, kept
-    in the same transactions): `gpuq_gpu_seconds_total` at a scrape costs one row per owner."""
-
-    __tablename__ = "usage_total"
-
-    owner: str = Field(primary_key=True)
-    gpu_seconds: float = 0.0
+    recorded_at: datetime = utc_field(default_factory=utcnow)
 
 
 class Gpu(SQLModel, table=True):
@@ -199,7 +156,7 @@ class Gpu(SQLModel, table=True):
     #: GPU with allocations shows as `in_use`. Changed only by `registry.change_state`.
     state: GpuState = Field(default=GpuState.free)
     state_reason: str | None = None
-    state_since: datetime | None = _utc(default=None)
+    state_since: datetime | None = utc_field(default=None)
     drain_job_id: int | None = None  #: the job whose end it is draining after
     #: processes seen holding memory here while that job ran (a dead pid's memory lingers)
     drain_pids: list[int] = Field(
@@ -215,8 +172,8 @@ class User(SQLModel, table=True):
     token_sha256: str
     admin: bool = False
     unix_user: str | None = None  #: the Unix account their jobs run as (GPUQ_RUN_AS=owner)
-    created_at: datetime = _utc(default_factory=utcnow)
-    revoked_at: datetime | None = _utc(default=None)
+    created_at: datetime = utc_field(default_factory=utcnow)
+    revoked_at: datetime | None = utc_field(default=None)
 
 
 class Revision(SQLModel, table=True):
@@ -233,7 +190,7 @@ class AuditEntry(SQLModel, table=True):
     __tablename__ = "audit"
 
     id: int | None = Field(default=None, primary_key=True)
-    at: datetime = _utc(default_factory=utcnow)
+    at: datetime = utc_field(default_factory=utcnow)
     actor: str
     action: str
     target: str
@@ -258,7 +215,7 @@ class Maintenance(SQLModel, table=True):
     gpu_index: int | None = None
     reason: str | None = None
     actor: str
-    since: datetime = _utc(default_factory=utcnow)
+    since: datetime = utc_field(default_factory=utcnow)
 
 
 class UserWebhook(SQLModel, table=True):
@@ -288,6 +245,6 @@ class WebhookDelivery(SQLModel, table=True):
     attempts: list[dict[str, Any]] = Field(
         default_factory=empty_list, sa_column=Column(JSON, nullable=False)
     )
-    next_at: datetime | None = _utc(default=None)  #: when to try next (pending only)
-    created_at: datetime = _utc(default_factory=utcnow)
-    finished_at: datetime | None = _utc(default=None)
+    next_at: datetime | None = utc_field(default=None)  #: when to try next (pending only)
+    created_at: datetime = utc_field(default_factory=utcnow)
+    finished_at: datetime | None = utc_field(default=None)

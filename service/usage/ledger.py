@@ -3,6 +3,7 @@ running total (`usage_total`), written in the transaction that ends the attempt,
 numbers survive restarts and never count an attempt twice."""
 
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import ScalarSelect, Table, bindparam, func, insert, select
@@ -10,8 +11,10 @@ from sqlmodel import Session
 
 from gpuq.contract.states import ACTIVE
 from service.store.db import utcnow
-from service.store.tables import AttemptUsage, Job, JobMetric, UsageTotal
+from service.store.tables import Job, JobMetric
 from service.store.upsert import upsert
+from service.store.usage_tables import AttemptUsage, UsageTotal
+from service.usage import rollup
 
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
 USAGE: Table = AttemptUsage.__table__  # type: ignore[attr-defined]
@@ -32,7 +35,7 @@ _ATTEMPT = select(
     JOB.c.queued_at,
     JOB.c.started_at,
 ).where(JOB.c.id == bindparam("job_id"), JOB.c.status.in_(ACTIVE))
-_RECORD = insert(USAGE)
+_RECORD = insert(USAGE).returning(USAGE.c.id)
 
 
 def record_attempt(
@@ -66,8 +69,8 @@ def record_attempt(
         lost = gpu_seconds  # nothing comes of a job's last, failed attempt
     else:
         lost = 0.0
-    session.connection().execute(
-        _RECORD,
+    write(
+        session,
         {
             "job_id": job_id,
             "attempt": job.attempt,
@@ -88,6 +91,13 @@ def record_attempt(
     if gpu_seconds > 0:
         _add_to_total(session, job.owner, gpu_seconds)
     return since
+
+
+def write(session: Session, row: dict[str, Any]) -> None:
+    """Writes a ledger row (every column of `attempt_usage` but its id) and adds it to the
+    rollup."""
+    usage_id = session.connection().execute(_RECORD, row).scalar_one()
+    rollup.add_attempt(session, usage_id, rollup.held(SimpleNamespace(**row)))
 
 
 def last_epoch_at(job_id: Any, attempt: Any) -> ScalarSelect[Any]:

@@ -1,27 +1,29 @@
-"""Reading a period's usage: the ledger's attempts that overlap it, the jobs still running,
-the jobs that ended in it, and how many GPUs there are, in one read transaction.
+"""Reading a period's usage in one read transaction: its whole UTC days from the rollup
+(`usage_day`), the attempts and jobs that ended in its part-days, the jobs still running,
+and how many GPUs there are.
 
-Each query is bounded by an index: the ledger by `ended_at`, ended jobs by `finished_at`,
-running jobs by `status`; so a week's report costs the same after a year of history as
-after a week."""
+Every query is bounded by a key: the rollup by day, a part-day's attempts by the days they
+touched (`attempt_day`), the jobs that ended by `finished_at`, running jobs by `status`; so
+a report over a year reads a few thousand rows, and a week's costs the same after a year
+of history as after a week."""
 
-from datetime import datetime
-from typing import Any
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 
-from sqlalchemy import Connection, Table, func, null, select
+from sqlalchemy import Connection, Table, func, select
 
 from gpuq.contract.states import ACTIVE, TERMINAL
 from service.store.db import Database, utcnow
-from service.store.tables import AttemptUsage, Gpu, Job
+from service.store.tables import Gpu, Job
+from service.store.usage_tables import AttemptUsage
+from service.usage import rollup
 from service.usage.public import By, UsageReport
-from service.usage.report import Ended, Held, Period, build
+from service.usage.report import Ended, Held, Period, UsageTally
 
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
 USAGE: Table = AttemptUsage.__table__  # type: ignore[attr-defined]
 GPU: Table = Gpu.__table__  # type: ignore[attr-defined]
-
-#: Whose loss a ledger row's `lost_gpu_seconds` is, by its outcome.
-LOST_TO = {"failed": "failures", "preempted": "preemptions"}
+DAY = timedelta(days=1)
 
 
 def usage_report(
@@ -35,35 +37,58 @@ def usage_report(
     """The report of `period` (its end no later than `now`) cut `by` owner, day or GPU; the
     rows count only `rows_of`'s work when given."""
     now = now or utcnow()
+    whole, parts = split(period)
+    tally = UsageTally(period, by, rows_of)
     with db.read() as session:  # one snapshot: an attempt that ends is counted once
         conn = session.connection()
-        held = _ended_attempts(conn, period, by) + _running(conn, period, now)
-        jobs = _ended_jobs(conn, period, by)
+        for part in parts:
+            for h in _ended_attempts(conn, part):
+                tally.held(h, within=part)
+            for job in _ended_jobs(conn, part, by):
+                tally.ended(job, within=part)
+        for h in _running(conn, period, now):
+            tally.held(h)
+        if whole is not None:
+            for day in rollup.whole_days(conn, *whole, by):
+                tally.day(day)
         gpu_count = conn.execute(select(func.count()).select_from(GPU)).scalar_one()
-    return build(period, by, held, jobs, gpu_count, rows_of)
+    return tally.report(gpu_count)
 
 
-def _ended_attempts(conn: Connection, period: Period, by: By) -> list[Held]:
-    """The ledger's attempts that overlap the period: ended after it began (the index's
-    range) and began before it ended. Up to now, nothing has ended after the end, so no
-    more rows are read than the period holds."""
+def split(period: Period) -> tuple[tuple[date, date] | None, list[Period]]:
+    """The period's whole UTC days (the first and the one after the last), if it has any,
+    and the parts of days around them, each inside one day."""
+    last = _midnight_before(period.until)
+    first = _midnight_before(period.since)
+    first = first if first == period.since else first + DAY
+    if first >= last:  # no whole day: the period cut at its midnight, if it has one
+        cut = [t for t in (first,) if period.since < t < period.until]
+        edges = [period.since, *cut, period.until]
+        return None, [Period(a, b) for a, b in pairwise(edges)]
+    parts = []
+    if period.since < first:
+        parts.append(Period(period.since, first))
+    if last < period.until:
+        parts.append(Period(last, period.until))
+    return (first.date(), last.date()), parts
+
+
+def _midnight_before(at: datetime) -> datetime:
+    """The last UTC midnight at or before `at`."""
+    return datetime.combine(at.astimezone(UTC).date(), time(), UTC)
+
+
+def _ended_attempts(conn: Connection, part: Period) -> list[Held]:
+    """The ledger's attempts that touched the UTC day of `part`, by the day's key: all that
+    overlap it, and some that do not (which count nothing in it). Asking for the overlap
+    in SQL too lets PostgreSQL read by `ended_at` instead: every attempt ended since."""
+    touched = rollup.ATTEMPT_DAY
     rows = conn.execute(
-        select(
-            USAGE.c.owner,
-            USAGE.c.gpus,
-            # JSON costs a third of reading a row: only where the rows are GPUs
-            USAGE.c.gpu_indices if by == "gpu" else null(),
-            USAGE.c.queued_at,
-            USAGE.c.started_at,
-            USAGE.c.ended_at,
-            USAGE.c.outcome,
-            USAGE.c.lost_gpu_seconds,
-        ).where(USAGE.c.ended_at > period.since, USAGE.c.started_at < period.until)
-    )
-    return [
-        Held(owner, gpus, _indices(on), queued, started, ended, lost, LOST_TO.get(outcome))
-        for owner, gpus, on, queued, started, ended, outcome, lost in rows
-    ]
+        select(*rollup.LEDGER)
+        .join(touched, touched.c.usage_id == USAGE.c.id)
+        .where(touched.c.day == part.since.astimezone(UTC).date())
+    ).all()
+    return [rollup.held(row) for row in rows]
 
 
 def _running(conn: Connection, period: Period, now: datetime) -> list[Held]:
@@ -83,7 +108,7 @@ def _running(conn: Connection, period: Period, now: datetime) -> list[Held]:
         )
     )
     return [
-        Held(owner, gpus, _indices(on), queued or created, started, max(now, started))
+        Held(owner, gpus, rollup.indices(on), queued or created, started, max(now, started))
         for owner, gpus, on, created, queued, started in rows
     ]
 
@@ -98,7 +123,7 @@ def _ended_jobs(conn: Connection, period: Period, by: By) -> list[Ended]:
         each = conn.execute(
             select(JOB.c.owner, JOB.c.status, JOB.c.assigned_gpus, JOB.c.finished_at).where(*inside)
         )
-        ended = [Ended(owner, str(status), _indices(on), at) for owner, status, on, at in each]
+        ended = [Ended(who, str(status), rollup.indices(on), at) for who, status, on, at in each]
     else:
         day = func.date(JOB.c.finished_at)  # stored in UTC: the UTC day
         counted = conn.execute(
@@ -108,10 +133,3 @@ def _ended_jobs(conn: Connection, period: Period, by: By) -> list[Ended]:
         )
         ended = [Ended(owner, str(status), (), at, n) for owner, status, at, n in counted]
     return [job for job in ended if job.status in TERMINAL]
-
-
-def _indices(value: Any) -> tuple[int, ...]:
-    """A stored list of GPU indices; what is not one reads as none."""
-    if not isinstance(value, list):
-        return ()
-    return tuple(i for i in value if isinstance(i, int) and not isinstance(i, bool))

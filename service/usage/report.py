@@ -1,13 +1,14 @@
 """A usage report over a period: who held how many GPUs for how long, what came of it, and
 how long attempts waited. Pure: held GPU time and ended jobs in, `UsageReport` out."""
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import NamedTuple
 
 from service.usage.public import By, JobCounts, LostGpuHours, QueueWait, UsageReport, UsageRow
+from service.usage.waits import Waits
 
 #: What a row is of: an owner, a UTC day, a GPU index (None: GPUs not known).
 Key = str | date | int | None
@@ -58,12 +59,33 @@ class Ended:
     count: int = 1  #: how many jobs this stands for, of one owner, state and UTC day
 
 
+class Day(NamedTuple):
+    """One owner's usage on one whole UTC day, as the rollup keeps it (`UsageDay`)."""
+
+    day: date
+    owner: str
+    gpu: int  #: `ALL`, a GPU's index, or `UNKNOWN`
+    gpu_seconds: float
+    lost_failures_s: float
+    lost_preemptions_s: float
+    #: jobs that ended that day, by final state
+    succeeded: int
+    failed: int
+    cancelled: int
+    timed_out: int
+    waits: bytes  #: as `waits.counted` stores them
+
+
+#: A `Day` of all the owner's attempts; of GPU time whose GPUs are not known.
+ALL, UNKNOWN = -1, -2
+
+
 @dataclass
 class _Sums:
     gpu_seconds: float = 0.0
     lost: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     jobs: Counter[str] = field(default_factory=Counter)
-    waits: list[float] = field(default_factory=list)
+    waits: Waits = field(default_factory=Waits)
 
 
 def build(
@@ -76,45 +98,95 @@ def build(
 ) -> UsageReport:
     """The report of `period` cut `by` owner, UTC day or GPU; the rows count only
     `rows_of`'s work when given (a member's view), the total always everyone's."""
-    total = _Sums()
-    rows: dict[Key, _Sums] = {}
+    tally = UsageTally(period, by, rows_of)
     for h in held:
-        mine = rows_of is None or h.owner == rows_of
-        for key, share in _spread(period, by, h, h.started_at, h.ended_at):
-            total.gpu_seconds += share
+        tally.held(h)
+    for job in ended:
+        tally.ended(job)
+    return tally.report(gpu_count)
+
+
+class UsageTally:
+    """A report being added up: attempts and ended jobs counted within a part of the
+    period (`within`, by default all of it), and the rollup's whole days."""
+
+    def __init__(self, period: Period, by: By, rows_of: str | None = None) -> None:
+        self.period, self.by, self.rows_of = period, by, rows_of
+        self.total = _Sums()
+        self.rows: dict[Key, _Sums] = {}
+
+    def held(self, h: Held, within: Period | None = None) -> None:
+        """An attempt's GPU time inside `within`, and its wait if it started there."""
+        window, by = within or self.period, self.by
+        mine = self._counts(h.owner)
+        for key, share in _spread(window, by, h, h.started_at, h.ended_at):
+            self.total.gpu_seconds += share
             if mine:
-                _sums(rows, key).gpu_seconds += share
+                _sums(self.rows, key).gpu_seconds += share
         if h.lost_to and h.lost_gpu_seconds > 0 and h.gpus:
             lost_from = h.ended_at - timedelta(seconds=h.lost_gpu_seconds / h.gpus)
-            for key, share in _spread(period, by, h, lost_from, h.ended_at):
-                total.lost[h.lost_to] += share
+            for key, share in _spread(window, by, h, lost_from, h.ended_at):
+                self.total.lost[h.lost_to] += share
                 if mine:
-                    _sums(rows, key).lost[h.lost_to] += share
-        if period.since <= h.started_at < period.until:
+                    _sums(self.rows, key).lost[h.lost_to] += share
+        if window.since <= h.started_at < window.until:
             wait = max(0.0, (h.started_at - h.queued_at).total_seconds())
-            total.waits.append(wait)
+            self.total.waits.add(wait)
             for key in _keys(by, h.owner, h.gpu_indices, h.started_at) if mine else ():
-                _sums(rows, key).waits.append(wait)
-    for job in ended:
-        if not period.since <= job.finished_at < period.until:
-            continue
-        total.jobs[job.status] += job.count
-        if rows_of is None or job.owner == rows_of:
-            for key in _keys(by, job.owner, job.gpu_indices, job.finished_at):
-                _sums(rows, key).jobs[job.status] += job.count
-    box = gpu_count * period.seconds
-    return UsageReport(
-        since=period.since,
-        until=period.until,
-        by=by,
-        gpus=gpu_count,
-        rows_of=rows_of,
-        rows=[
-            _row(by, key, sums, _capacity(period, by, key, gpu_count, box))
-            for key, sums in _ordered(period, by, rows, gpu_count, rows_of)
-        ],
-        total=_row(by, None, total, box),
-    )
+                _sums(self.rows, key).waits.add(wait)
+
+    def ended(self, job: Ended, within: Period | None = None) -> None:
+        """A job that ended, if it ended inside `within`."""
+        window = within or self.period
+        if not window.since <= job.finished_at < window.until:
+            return
+        self.total.jobs[job.status] += job.count
+        if self._counts(job.owner):
+            for key in _keys(self.by, job.owner, job.gpu_indices, job.finished_at):
+                _sums(self.rows, key).jobs[job.status] += job.count
+
+    def day(self, day: Day) -> None:
+        """A whole day of the period, from the rollup: its `ALL` rows make the total and
+        the rows by owner or day, the others the rows by GPU."""
+        mine = self._counts(day.owner)
+        if day.gpu == ALL:
+            _add_day(self.total, day)
+            if mine and self.by != "gpu":
+                _add_day(_sums(self.rows, day.owner if self.by == "owner" else day.day), day)
+        elif mine and self.by == "gpu":
+            _add_day(_sums(self.rows, None if day.gpu == UNKNOWN else day.gpu), day)
+
+    def _counts(self, owner: str) -> bool:
+        """Whether `owner`'s work goes into the rows."""
+        return self.rows_of is None or owner == self.rows_of
+
+    def report(self, gpu_count: int) -> UsageReport:
+        period, by = self.period, self.by
+        box = gpu_count * period.seconds
+        return UsageReport(
+            since=period.since,
+            until=period.until,
+            by=by,
+            gpus=gpu_count,
+            rows_of=self.rows_of,
+            rows=[
+                _row(by, key, sums, _capacity(period, by, key, gpu_count, box))
+                for key, sums in _ordered(period, by, self.rows, gpu_count, self.rows_of)
+            ],
+            total=_row(by, None, self.total, box),
+        )
+
+
+def _add_day(sums: _Sums, day: Day) -> None:
+    sums.gpu_seconds += day.gpu_seconds
+    sums.lost["failures"] += day.lost_failures_s
+    sums.lost["preemptions"] += day.lost_preemptions_s
+    jobs = sums.jobs
+    jobs["succeeded"] += day.succeeded
+    jobs["failed"] += day.failed
+    jobs["cancelled"] += day.cancelled
+    jobs["timed_out"] += day.timed_out
+    sums.waits.add_day(day.waits)
 
 
 def _sums(rows: dict[Key, _Sums], key: Key) -> _Sums:
@@ -134,7 +206,7 @@ def _spread(
     if by == "owner":
         yield h.owner, h.gpus * (end - start).total_seconds()
     elif by == "day":
-        for day, (a, b) in _by_day(start, end):
+        for day, (a, b) in by_day(start, end):
             yield day, h.gpus * (b - a).total_seconds()
     elif h.gpu_indices:
         each = h.gpus / len(h.gpu_indices) * (end - start).total_seconds()
@@ -143,7 +215,7 @@ def _spread(
         yield None, h.gpus * (end - start).total_seconds()
 
 
-def _by_day(start: datetime, end: datetime) -> Iterator[tuple[date, tuple[datetime, datetime]]]:
+def by_day(start: datetime, end: datetime) -> Iterator[tuple[date, tuple[datetime, datetime]]]:
     """[start, end) cut at UTC midnights."""
     while start < end:
         midnight = datetime.combine(start.astimezone(UTC).date(), time(), UTC) + DAY
@@ -206,21 +278,10 @@ def _row(by: By, key: Key, sums: _Sums, capacity: float) -> UsageRow:
         ),
         queue_wait=QueueWait(
             attempts=len(sums.waits),
-            median_s=_rounded(percentile(sums.waits, 50)),
-            p95_s=_rounded(percentile(sums.waits, 95)),
+            median_s=_rounded(sums.waits.percentile(50)),
+            p95_s=_rounded(sums.waits.percentile(95)),
         ),
     )
-
-
-def percentile(values: Sequence[float], pct: float) -> float | None:
-    """The `pct`th percentile, interpolated between the nearest two values (numpy's
-    default); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -84,7 +84,7 @@ def test_metrics_show_jobs_gpu_memory_peaks_waits_and_the_loop(settings):
 def test_gpu_seconds_count_running_jobs_so_far_and_ended_attempts_per_owner(client):
     from sqlmodel import select
 
-    from service.store.tables import UsageTotal
+    from service.store.usage_tables import UsageTotal
 
     def gpu_seconds() -> float:
         return scrape(client)["gpuq_gpu_seconds_total"][(("owner", "anonymous"),)]

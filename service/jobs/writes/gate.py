@@ -9,12 +9,13 @@ autoflush: flush ORM changes first), built once per set of columns where they ca
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ClauseElement, Row, Table, Update, bindparam, update
+from sqlalchemy import ClauseElement, Row, Table, Update, bindparam, select, update
 from sqlmodel import Session
 
-from gpuq.contract.states import ALLOWED_FROM, JobStatus
+from gpuq.contract.states import ALLOWED_FROM, TERMINAL, JobStatus
 from service.store.db import utcnow
 from service.store.tables import Allocation, Job
+from service.usage import rollup
 
 _STAMP = {JobStatus.starting: "started_at", JobStatus.running: "running_at"}
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
@@ -32,8 +33,25 @@ def transition(session: Session, job_id: int, to: JobStatus, **values: Any) -> b
     stamps = {_STAMP.get(to, "finished_at"): utcnow()} if to != JobStatus.queued else {}
     values = {"status": to, **(stamps | values)}  # a stamp in `values` is the caller's
     if _reusable(values):
-        return _set_columns(session, job_id, to, values)
-    return update_job(session, job_id, JOB.c.status.in_(ALLOWED_FROM[to]), **values)
+        moved = _set_columns(session, job_id, to, values)
+    else:
+        moved = update_job(session, job_id, JOB.c.status.in_(ALLOWED_FROM[to]), **values)
+    if moved and to in TERMINAL:
+        _count_ended(session, job_id, to)
+    return moved
+
+
+def _count_ended(session: Session, job_id: int, to: JobStatus) -> None:
+    """Counts the job that just ended in the usage rollup, in the same transaction."""
+    job = session.connection().execute(_ENDED, {"job_id": job_id}).one()
+    rollup.add_ended_job(
+        session, job.owner, to.value, rollup.indices(job.assigned_gpus), job.finished_at
+    )
+
+
+_ENDED = select(JOB.c.owner, JOB.c.assigned_gpus, JOB.c.finished_at).where(
+    JOB.c.id == bindparam("job_id")
+)
 
 
 def update_job(session: Session, job_id: int, *conditions: Any, **values: Any) -> bool:

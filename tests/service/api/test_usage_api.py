@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import update
 
-from service.store.tables import AttemptUsage, Job
+from gpuq.contract.states import JobStatus
+from service.jobs.writes.gate import transition
+from service.store.tables import Job
 from service.team import users
+from service.usage import ledger
 from tests.conftest import command_spec, ended
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -150,22 +153,28 @@ def record(db, owner: str, start: datetime, hours: float, **fields) -> None:
         "started_at": start,
         "ended_at": end,
         "outcome": "succeeded",
+        "reason": None,
         "final": True,
         "gpu_seconds": 3600 * hours,
+        "lost_gpu_seconds": 0.0,
+        "preempted_by": None,
     }
     with db.write() as session:
-        session.add(AttemptUsage(**(values | fields)))
+        ledger.write(session, values | fields)
 
 
 def finished(api, owner: str, status: str, at: str) -> None:
-    """A job of `owner` that ended `status` at `at` (UTC)."""
+    """A job of `owner` that ended `status` at `at` (UTC), through the state gate."""
     job_id = api.post("/v1/jobs", json=command_spec("pass", gpus=1)).json()["id"]
     with api.app.state.service.db.write() as session:
         session.connection().execute(
             update(Job.__table__)  # type: ignore[attr-defined]
             .where(Job.__table__.c.id == job_id)  # type: ignore[attr-defined]
-            .values(owner=owner, status=status, finished_at=datetime.fromisoformat(at))
+            .values(owner=owner)
         )
+        at_ = datetime.fromisoformat(at)
+        assert transition(session, job_id, JobStatus.starting, attempt=1)
+        assert transition(session, job_id, JobStatus(status), finished_at=at_)
 
 
 def test_a_past_period_counts_the_parts_of_attempts_across_its_edges(api):

@@ -10,7 +10,8 @@ from gpuq.contract.states import JobStatus
 from gpuq.http import Client
 from service import jobs
 from service.cli.main import main
-from service.store.tables import AttemptUsage, Job
+from service.store.tables import Job
+from service.usage import ledger
 from tests.conftest import command_spec
 
 
@@ -26,23 +27,24 @@ def gpuq(api, capsys):
 
 def attempt(db, owner: str, hours_ago: float, hours: float, gpus: list[int], **fields) -> None:
     start = datetime.now(UTC) - timedelta(hours=hours_ago)
-    with db.write() as session:
-        session.add(
-            AttemptUsage(
-                job_id=1,
-                attempt=1,
-                owner=owner,
-                gpus=len(gpus),
-                gpu_indices=gpus,
-                queued_at=start - timedelta(seconds=90),
-                started_at=start,
-                ended_at=start + timedelta(hours=hours),
-                outcome=fields.pop("outcome", "succeeded"),
-                final=True,
-                gpu_seconds=3600 * hours * len(gpus),
-                **fields,
-            )
-        )
+    row = {
+        "job_id": 1,
+        "attempt": 1,
+        "owner": owner,
+        "gpus": len(gpus),
+        "gpu_indices": gpus,
+        "queued_at": start - timedelta(seconds=90),
+        "started_at": start,
+        "ended_at": start + timedelta(hours=hours),
+        "outcome": "succeeded",
+        "reason": None,
+        "final": True,
+        "gpu_seconds": 3600 * hours * len(gpus),
+        "lost_gpu_seconds": 0.0,
+        "preempted_by": None,
+    }
+    with db.write() as session:  # as `ledger.record_attempt` writes one
+        ledger.write(session, row | fields)
 
 
 def test_usage_prints_a_row_per_owner_then_the_total(api, gpuq):

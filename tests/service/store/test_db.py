@@ -14,7 +14,10 @@ from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
 from gpuq.contract.spec import JobSpec
-from service.store import migrate
+from service.store import (
+    migrate,
+    usage_tables,  # noqa: F401  (its tables in SQLModel.metadata)
+)
 from service.store.commit_notices import HEARD_POLL_S
 from service.store.db import Database
 from service.store.postgres import WRITE_LOCK_KEY

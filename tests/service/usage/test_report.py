@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from service.usage.report import Ended, Held, Period, build, percentile
+from service.usage.report import Ended, Held, Period, build
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -112,13 +112,6 @@ def test_queue_waits_are_of_attempts_started_inside_with_interpolated_percentile
     assert wait.attempts == 5
     assert wait.median_s == pytest.approx(20)
     assert wait.p95_s == pytest.approx(30 + 0.8 * 70)
-
-
-def test_percentile():
-    assert percentile([], 50) is None
-    assert percentile([7.0], 95) == 7.0
-    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
-    assert percentile([1.0, 2.0], 100) == 2.0
 
 
 def test_jobs_count_by_the_state_they_ended_in_where_and_when_they_ended():
