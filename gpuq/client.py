@@ -150,6 +150,11 @@ class Gpuq:
         )
         return Preview.model_validate(answer)
 
+    def rerun(self, job_id: int, changes: dict[str, Any] | None = None) -> Job:
+        """Queues job `job_id` again: its spec, so its snapshot (the same code), with
+        `changes` merged in (`{"resources": {"gpus": 2}}`; None removes a field)."""
+        return self._job("POST", f"/v1/jobs/{job_id}/rerun", json=changes or {})
+
     def get(self, job_id: int) -> Job:
         """The job now."""
         return self._job("GET", f"/v1/jobs/{job_id}")
@@ -241,6 +246,11 @@ class Gpuq:
         page = self.http.json("GET", "/v1/sweeps", params=params)
         return [Sweep.model_validate(s) for s in page["sweeps"]]
 
+    def rerun_sweep(self, sweep_id: int) -> "Sweep":
+        """Queues again each point whose latest member failed or was stopped early: the
+        same spec (the same snapshot) and parameters, as new members of the sweep."""
+        return self._sweep("POST", f"/v1/sweeps/{sweep_id}/rerun")
+
     def cancel_sweep(self, sweep_id: int) -> "Sweep":
         """Cancels the queued members; the running ones are stopping when this returns."""
         return self._sweep("POST", f"/v1/sweeps/{sweep_id}/cancel")
@@ -265,6 +275,34 @@ class Gpuq:
                 return self.http.terminal(job_id)
         message = f"409: job {job_id} is {job['status']}: only a running session has a terminal"
         raise ApiError(message, 409)
+
+    def has_snapshot(self, sha256: str) -> bool:
+        """Whether gpuq holds snapshot `sha256` for you (uploading it would cost nothing)."""
+        try:
+            self.http.request("HEAD", f"/v1/snapshots/{sha256}")
+        except ApiError as exc:
+            if exc.status_code == 404:
+                return False
+            raise
+        return True
+
+    def upload_snapshot(self, tar: Path, sha256: str | None = None) -> dict[str, Any]:
+        """Stores a project's snapshot (a tar, as `gpuq.snapshots.snapshot_to_file` writes
+        one) for jobs to name in `command.snapshot`; its `sha256`, if given, is checked."""
+        params = {"sha256": sha256} if sha256 else {}
+        with tar.open("rb") as body:
+            answer: dict[str, Any] = self.http.json(
+                "POST",
+                "/v1/snapshots",
+                content=body,
+                params=params,
+                headers={"Content-Type": "application/x-tar"},
+            )
+        return answer
+
+    def snapshot_tar(self, sha256: str, target: Path) -> int:
+        """Saves one of your snapshots' tar at `target`; its size."""
+        return self.http.download(f"/v1/snapshots/{sha256}/tar", target)
 
     def usage(
         self,

@@ -152,6 +152,24 @@ class Settings(BaseSettings):
         description="The most members one sweep may make; a larger sweep gets 422 saying how "
         "many it would make.",
     )
+    snapshot_max_mb: int = Field(
+        100,
+        gt=0,
+        description="The largest snapshot of a project (`POST /v1/snapshots`, the tar's MiB) "
+        "gpuq stores; a larger upload gets 413 as soon as it passes this.",
+    )
+    snapshot_retention_days: float = Field(
+        30.0,
+        gt=0,
+        description="A snapshot no job has used for this long (no job queued or running names "
+        "it, and none that ended this recently did) is removed, file and record.",
+    )
+    snapshot_quota_mb: int = Field(
+        2000,
+        gt=0,
+        description="What one user's snapshots may hold in all (MiB; a snapshot several "
+        "users uploaded counts once for each); an upload past it gets 413.",
+    )
     placement: Literal["balanced", "pack", "spread"] = Field(
         "balanced",
         description="Which GPU a shared job (one with a memory cap) goes to. `balanced`: a "

@@ -17,6 +17,7 @@ from typing import Any
 from gpuq import contract
 from gpuq.contract.device_plan import ENV, DevicePlan
 from gpuq.contract.rundir import RunDir
+from worker import snapshot_copy
 
 HOOK = Path(__file__).parent / "hook" / "sitecustomize.py"
 #: the `gpuq` package (found by a module of its own that imports nothing heavy): everything
@@ -92,6 +93,8 @@ def launch_plan(run: RunDir, *, on_node: bool = False) -> dict[str, Any]:
     (`worker.node`) through Slurm's `srun`; each (`on_node`) then starts the job's own
     process."""
     run.create()  # its folders, where the scheduler left them to the runner
+    if not on_node:
+        snapshot_copy.unpack(run)
     runspec = json.loads(run.spec.read_text())
     command = runspec["spec"].get("command")
     nodes = int((runspec["spec"].get("resources") or {}).get("nodes") or 1)
@@ -128,8 +131,18 @@ def launch_plan(run: RunDir, *, on_node: bool = False) -> dict[str, Any]:
     return {
         "argv": list(command["argv"]),
         "env": env,
-        "cwd": command.get("workdir") or str(run.path),
+        "cwd": _working_folder(run, command),
         "running_at_start": True,
         # a session's program gets a terminal of its own (`worker.session`)
         "terminal": runspec["spec"].get("kind") == "session",
     }
+
+
+def _working_folder(run: RunDir, command: dict[str, Any]) -> str:
+    """Where a command job's program starts: in its snapshot's copy (at the folder it was
+    submitted from), in its `workdir`, or in its run folder."""
+    if command.get("snapshot"):
+        inside = run.code / command.get("snapshot_workdir", ".")
+        inside.mkdir(parents=True, exist_ok=True)  # a folder with no file of its own
+        return str(inside)
+    return command.get("workdir") or str(run.path)

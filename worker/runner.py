@@ -30,6 +30,7 @@ from worker import fenced
 from worker.launch_plan import launch_plan
 from worker.oom import oom_kills
 from worker.runner_records import end_with, record_start
+from worker.snapshot_copy import BadSnapshot
 
 HEARTBEAT_S = 2.0
 
@@ -43,7 +44,10 @@ def main(argv: list[str]) -> int:
     if not fenced.await_inside(os.environ.get("GPUQ_FENCE")):
         # Its program must not run unfenced.
         return never_started(run, "gpuq could not move the job into its cgroups (its fence)")
-    plan = launch_plan(run)
+    try:
+        plan = launch_plan(run)
+    except BadSnapshot as exc:
+        return never_started(run, str(exc))
     # A record of what ran, for people; nothing reads it back.
     write_json_atomic(run.launch, plan, durable=False)
     if plan.get("terminal"):

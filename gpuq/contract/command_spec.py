@@ -1,6 +1,7 @@
 """A command or session job's part of the spec (`kind: "command"` or `"session"`): the
 program to run, where, and the environment it gets beside gpuq's own variables."""
 
+from pathlib import PurePosixPath
 from typing import Annotated
 
 from pydantic import Field, model_validator
@@ -18,7 +19,23 @@ class CommandSpec(StrictModel):
         "looked up on the service's PATH.",
     )
     workdir: HostPath | None = Field(
-        None, description="Absolute working directory; default the run dir."
+        None,
+        description="Absolute working directory; default the run dir. Not with `snapshot`: "
+        "a snapshot's job runs in its own copy of the project (`snapshot_workdir`).",
+    )
+    snapshot: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The sha256 of a snapshot of the project (`POST /v1/snapshots`) that its "
+        "owner stored: the job runs in its own unpacked copy of it, not in the folder it "
+        "came from, so later edits there never reach it.",
+    )
+    snapshot_workdir: str = Field(
+        ".",
+        min_length=1,
+        max_length=4096,
+        description="With `snapshot`: the working directory inside the copy, relative to the "
+        "snapshot's root (the folder it was submitted from, as `gpuq run` sets it).",
     )
     env: dict[
         Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
@@ -40,4 +57,15 @@ class CommandSpec(StrictModel):
             raise ValueError(f"env may not set {', '.join(taken)}: gpuq sets them for the job")
         if any("\0" in v for v in self.env.values()):
             raise ValueError("env values must not contain NUL characters")
+        if self.snapshot is not None and self.workdir is not None:
+            raise ValueError(
+                "give workdir or snapshot, not both: a snapshot's job runs in its own copy "
+                "(snapshot_workdir, relative to the snapshot's root)"
+            )
+        inside = PurePosixPath(self.snapshot_workdir)
+        if inside.is_absolute() or ".." in inside.parts or "\0" in self.snapshot_workdir:
+            raise ValueError(
+                f"snapshot_workdir {self.snapshot_workdir!r} must be relative to the "
+                "snapshot's root, without '..'"
+            )
         return self

@@ -36,6 +36,10 @@ class RunDir:
     checkpoints = property(lambda self: self.path / "checkpoints")
     artifacts = property(lambda self: self.path / "artifacts")
     tensorboard = property(lambda self: self.path / "tensorboard")
+    #: a snapshot's job: its tar, copied in by gpuq, and the copy of the project it runs in,
+    #: unpacked from it by the runner as the job's owner (`worker.snapshot_copy`)
+    snapshot = property(lambda self: self.path / "snapshot.tar")
+    code = property(lambda self: self.path / "code")
     #: a session's terminal: its runner listens here for gpuq's relay (`terminal`)
     terminal = property(lambda self: self.path / "terminal.sock")
 

@@ -25,6 +25,7 @@ from gpuq.contract.keras_spec import (
     NpzData,
     SyntheticData,
 )
+from gpuq.contract.provenance import Provenance
 from gpuq.contract.spec_fields import (
     MAX_GPUS,
     MAX_NODES,
@@ -252,6 +253,11 @@ class JobSpec(StrictModel):
         description="Run the job again this many times at most after a failure that may pass "
         "(a crash, a signal, a lost worker), with growing back-off. Keras jobs resume from "
         "their last completed epoch.",
+    )
+    provenance: Provenance | None = Field(
+        None,
+        description="Where its code came from, as the submitting client saw it (git's "
+        "commit, branch and state, the interpreter, the lock file): `gpuq run` fills it in.",
     )
     preemptible: bool | None = Field(
         None,

@@ -18,6 +18,7 @@ from service.api.routes import (
     health,
     host,
     jobs,
+    snapshots,
     sweeps,
     terminal,
     usage,
@@ -63,8 +64,10 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         dashboard,
         usage,
         webhooks,
+        snapshots,
     )
     for module in routers:
         app.include_router(module.router)
-    app.add_middleware(BodySizeLimit)
+    # A snapshot's upload is streamed to disk by its route, which bounds it itself.
+    app.add_middleware(BodySizeLimit, streamed={snapshots.router.prefix})
     return app

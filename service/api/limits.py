@@ -1,5 +1,7 @@
 """Refuses request bodies over a size limit with 413, before the app parses them."""
 
+from collections.abc import Iterable
+
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -13,12 +15,24 @@ class BodySizeLimit:
     app's own read would be reported by FastAPI as a 400.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = MAX_BODY_BYTES,
+        streamed: Iterable[str] = (),
+    ) -> None:
+        """`streamed`: paths whose routes read their body as a stream and bound it
+        themselves (a snapshot's upload: up to GPUQ_SNAPSHOT_MAX_MB, never in memory)."""
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = frozenset(streamed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if (
+            scope["type"] != "http"
+            or scope["method"] in ("GET", "HEAD", "OPTIONS")
+            or scope["path"] in self.streamed
+        ):
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")

@@ -20,9 +20,11 @@ from service.cli import (
     admin,
     artifacts,
     audit,
+    diff,
     doctor,
     gpus,
     jobs,
+    rerun,
     run,
     serve,
     sweeps,
@@ -102,6 +104,8 @@ def build_app() -> typer.Typer:
     app.command("run", help=run.RUN_HELP, context_settings=run.SETTINGS)(run.run)
     app.command("shell", help=run.SHELL_HELP, context_settings=run.SETTINGS)(run.shell)
     app.command("submit")(jobs.submit)
+    app.command("rerun")(rerun.rerun)
+    app.command("diff")(diff.diff)
     app.command("ls")(jobs.list_jobs)
     app.command("show")(jobs.show)
     app.command("logs")(jobs.logs)

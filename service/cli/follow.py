@@ -6,11 +6,9 @@ Ctrl-C cancels the job and follows it to its end; a second Ctrl-C leaves at once
 terminal goes away, the job goes on: `gpuq logs -f ID` follows it again.
 """
 
-import contextlib
 import json
 import queue
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from enum import IntEnum
@@ -20,6 +18,7 @@ from gpuq.contract.states import TERMINAL
 from gpuq.http import ApiError, Client
 from service.cli.job_summary import nodes_text
 from service.cli.jobs import gpus_text, print_output
+from service.cli.options import note
 
 T = TypeVar("T")
 
@@ -58,13 +57,6 @@ def exit_code_of(job: dict[str, Any]) -> int:
     if job.get("exit_signal"):
         return 128 + job["exit_signal"]
     return job.get("exit_code") or 1
-
-
-def note(text: str) -> None:
-    """One of gpuq's own lines: on stderr, apart from the program's output (and nowhere
-    once the terminal has gone away)."""
-    with contextlib.suppress(OSError):
-        print(f"gpuq: {text}", file=sys.stderr, flush=True)
 
 
 def _ordinal(n: int) -> str:

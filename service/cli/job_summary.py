@@ -83,6 +83,28 @@ def nodes_text(nodes: list[dict[str, Any]]) -> str:
     )
 
 
+def code_lines(spec: dict[str, Any]) -> list[str]:
+    """Which code a job runs, as its spec says: its snapshot and where it came from (git,
+    the interpreter, the lock file); none for a job that names neither."""
+    command, said = spec.get("command") or {}, spec.get("provenance") or {}
+    lines = []
+    if command.get("snapshot"):
+        inside = command.get("snapshot_workdir") or "."
+        origin = f" (from {said['folder']})" if said.get("folder") else ""
+        lines.append(f"code: snapshot {command['snapshot'][:12]}, in {inside}{origin}")
+    if said.get("git_commit"):
+        branch = f" on {said['git_branch']}" if said.get("git_branch") else " (detached)"
+        state = "uncommitted changes" if said.get("git_dirty") else "clean"
+        if said.get("git_diff_sha256"):
+            state += f" (diff {said['git_diff_sha256'][:12]})"
+        lines.append(f"git: {said['git_commit'][:12]}{branch}, {state}")
+    if said.get("python"):
+        lines.append(f"python: {said['python']}")
+    if said.get("lockfile"):
+        lines.append(f"lock file: {said['lockfile']} ({str(said.get('lockfile_sha256'))[:12]})")
+    return lines
+
+
 def job_summary(job: dict[str, Any], sweep_metric: str | None = None) -> str:
     """`gpuq show ID`: state, GPUs, why it waits, progress, metrics, GPU memory, warnings,
     reason, times, log tail; `sweep_metric`, a member's sweep's, heads its progress."""
@@ -106,6 +128,7 @@ def job_summary(job: dict[str, Any], sweep_metric: str | None = None) -> str:
         lines.append(f"  executor: {job['executor']}, job id {job.get('executor_job_id') or '-'}")
     if job.get("priority"):
         lines.append(f"  priority: {job['priority']}")
+    lines.extend(f"  {line}" for line in code_lines(job.get("spec") or {}))
     if job.get("held") and not job.get("wait_reason"):
         lines.append(f"  held: it will not start until `gpuq release {job['id']}`")
     if job.get("wait_reason"):

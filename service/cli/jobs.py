@@ -11,6 +11,7 @@ from gpuq.contract.states import JobStatus
 from service.cli import tables
 from service.cli.job_summary import job_summary, sweep_metrics
 from service.cli.options import JobIdArg, JsonFlag, api_client, print_json
+from service.cli.snapshot_upload import SnapshotFlag, of_submitted
 from service.cli.spec_files import read_spec_file
 from service.cli.watch import watch_progress
 
@@ -30,16 +31,21 @@ def submit(
             "--dry-run", help="Only say where the job would go now, or why it would wait."
         ),
     ] = False,
+    snapshot: SnapshotFlag = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Submit a job spec, or with --dry-run only say where it would go.
+    """Submit a job spec, or with --dry-run only say where it would go. A command whose
+    `workdir` is in a git work tree runs a snapshot of it, as `gpuq run` does.
 
     Exits 2 if the file cannot be read.
     """
     spec = read_spec_file(file)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     params = {"dry_run": "true"} if dry_run else {}
-    answer = api_client(ctx).json("POST", "/v1/jobs", json=spec, headers=headers, params=params)
+    api = api_client(ctx)
+    if not dry_run:
+        spec = of_submitted(api, spec, snapshot)
+    answer = api.json("POST", "/v1/jobs", json=spec, headers=headers, params=params)
     if as_json:
         print_json(answer)
     elif dry_run:

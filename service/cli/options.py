@@ -1,7 +1,9 @@
 """What commands share: the `--json` flag, a job id argument, JSON output, and the API
 client built from the global `--url` and `--token`."""
 
+import contextlib
 import json
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -26,3 +28,10 @@ def api_client(ctx: typer.Context) -> Client:
     if not isinstance(root.obj, Client):
         root.obj = Client(root.params.get("url"), root.params.get("token"))
     return root.obj
+
+
+def note(text: str) -> None:
+    """One of gpuq's own lines: on stderr, apart from the program's output (and nowhere
+    once the terminal has gone away)."""
+    with contextlib.suppress(OSError):
+        print(f"gpuq: {text}", file=sys.stderr, flush=True)

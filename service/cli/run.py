@@ -28,13 +28,13 @@ from service.cli.follow import (
     exit_code_of,
     follow_job,
     interruptible,
-    note,
     print_changes,
     state_line,
 )
 from service.cli.jobs import preview_text
-from service.cli.options import api_client
+from service.cli.options import api_client, note
 from service.cli.run_options import Given, spec_from, takes_run_options
+from service.cli.snapshot_upload import with_snapshot
 from service.cli.sweep_follow import follow_sweep
 
 #: `gpuq run python train.py --lr 3`: options end at the program, as after `--`
@@ -68,6 +68,8 @@ def run(ctx: typer.Context, given: Given) -> None:
         print(json.dumps(spec, indent=2))
         return
     api = api_client(ctx)
+    if not given.dry_run:
+        spec = with_snapshot(api, spec, given.snapshot)
     if given.sweep:
         raise typer.Exit(_sweep(api, spec, detach=given.detach, as_json=given.as_json))
     if given.dry_run:
@@ -107,6 +109,7 @@ def shell(ctx: typer.Context, given: Given) -> None:
     if given.dry_run:
         _dry_run(api, spec)
         return
+    spec = with_snapshot(api, spec, given.snapshot)
     with options_named():
         job = api.json("POST", "/v1/jobs", json=spec)
     raise typer.Exit(_attach_session(api, job))

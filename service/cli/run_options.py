@@ -14,6 +14,7 @@ import typer
 from service.cli import run_spec, sweeps, units
 from service.cli.options import JsonFlag
 from service.cli.run_spec import BadOption, RunOptions
+from service.cli.snapshot_upload import SnapshotFlag
 
 T = TypeVar("T")
 
@@ -178,6 +179,7 @@ class Given:
     idle_exempt: IdleExempt = None
     env: Env = None
     preemptible: Preemptible = None
+    snapshot: SnapshotFlag = None
     sweep: Sweep = None
     max_parallel: MaxParallel = None
     metric: SweepMetric = None

@@ -14,7 +14,8 @@ from rich.live import Live
 from gpuq.http import Client
 from service.cli import follow as following
 from service.cli import tables
-from service.cli.follow import Interrupted, RunExit, interruptible, note
+from service.cli.follow import Interrupted, RunExit, interruptible
+from service.cli.options import note
 from service.cli.sweeps import ENDED, POLL_S, leaderboard_table, params_text, summary_text
 
 

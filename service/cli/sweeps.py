@@ -9,8 +9,8 @@ from rich.table import Table
 
 from gpuq.contract.sweep import param_text
 from service.cli import tables
-from service.cli.follow import note
-from service.cli.options import JsonFlag, api_client, print_json
+from service.cli.options import JsonFlag, api_client, note, print_json
+from service.cli.snapshot_upload import SnapshotFlag, of_submitted
 from service.cli.spec_files import read_spec_file
 
 #: how often a followed sweep is read again
@@ -42,12 +42,16 @@ def submit(
         str | None,
         typer.Option(help="Replaying the same key returns the same sweep instead of a new one."),
     ] = None,
+    snapshot: SnapshotFlag = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Submit a sweep: every member is queued at once. Exits 2 if the file cannot be read."""
+    """Submit a sweep: every member is queued at once, all on one snapshot of the command's
+    `workdir` when it is in a git work tree. Exits 2 if the file cannot be read."""
     spec = read_spec_file(file)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-    sweep = api_client(ctx).json("POST", "/v1/sweeps", json=spec, headers=headers)
+    api = api_client(ctx)
+    spec = of_submitted(api, spec, snapshot)
+    sweep = api.json("POST", "/v1/sweeps", json=spec, headers=headers)
     if as_json:
         print_json(sweep)
         return

@@ -3,6 +3,7 @@
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from gpuq.contract.account import Account
@@ -49,6 +50,8 @@ class Launch:
     box_gpus: tuple[int, ...] = ()
     #: the CPU cores nearest its GPUs (their NUMA nodes', from NVML); empty: not known
     near_cores: tuple[int, ...] = ()
+    #: the stored tar of its snapshot (`command.snapshot`), copied into its run folder
+    snapshot: Path | None = None
 
 
 @dataclass(frozen=True)

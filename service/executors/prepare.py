@@ -15,7 +15,7 @@ from pathlib import Path
 from gpuq.contract.account import UMASK, Account
 from gpuq.contract.rundir import RunDir, write_json_atomic
 from gpuq.contract.runspec import RunSpec, runner_environment
-from service.executors.base import Launch
+from service.executors.base import Launch, LaunchError
 from service.executors.environment import inherited
 
 #: how long copying an earlier attempt's checkpoints may take
@@ -58,6 +58,12 @@ def prepare_run(
     run.log.touch()
     for name, text in (files or {}).items():
         (run.path / name).write_text(text)
+    if launch.snapshot is not None:
+        # gpuq's own copy, into a folder still gpuq's: the runner unpacks it as the owner
+        try:
+            shutil.copyfile(launch.snapshot, run.snapshot)
+        except FileNotFoundError:
+            raise LaunchError(f"its snapshot {launch.snapshot.stem} is no longer stored") from None
     env = runner_environment(inherited(os.environ, own_account=launch.run_as is None), runspec, run)
     env.update(thread_counts(launch.cpus))
     if launch.run_as is not None:

@@ -81,7 +81,9 @@ def path_uses(spec: JobSpec) -> list[PathUse]:
 def _check_command(command: CommandSpec) -> None:
     program = command.argv[0]
     loc: tuple[str | int, ...] = ("body", "command", "argv", 0)
-    if "/" in program:
+    if "/" in program and command.snapshot is not None and not os.path.isabs(program):
+        pass  # a program of the snapshot's (`./train.sh`): found in its copy as it starts
+    elif "/" in program:
         if not os.path.isabs(program):
             raise Invalid(loc, f"{program!r}: give an absolute path or a bare name on PATH")
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):

@@ -13,6 +13,7 @@ from service.host import HostSize, host_size
 from service.jobs import admission
 from service.jobs.host_share import ShareDefaults
 from service.settings import Settings
+from service.snapshots import owns
 from service.store.db import Database
 from service.team import run_as, users
 from service.team.users import Caller
@@ -64,6 +65,14 @@ class SubmitChecks:
         if spec.webhook is not None:
             allow = AllowList.parse(settings.webhook_allow)
             check_url(spec.webhook, allow, ("body", "webhook"))
+        snapshot = spec.command.snapshot if spec.command is not None else None
+        if snapshot is not None and not (caller.admin or owns(self.db, caller.name, snapshot)):
+            raise Invalid(
+                ("body", "command", "snapshot"),
+                f"no snapshot {snapshot[:12]}... of yours is stored here: upload it first "
+                "(POST /v1/snapshots; `gpuq run` does), or it was removed after "
+                "GPUQ_SNAPSHOT_RETENTION_DAYS unused",
+            )
 
 
 def nodes_of(cluster: Cluster) -> list[Node]:

@@ -5,7 +5,7 @@
 - `open_with_scheduler_process`: `gpuq serve`: the API here, the scheduler in a process of
   its own (`scheduler.remote`).
 - `open_scheduler`: that process (`service.scheduler_process`): the scheduler, its
-  executor and the webhook notifier; no API.
+  executor, the webhook notifier and the snapshot collector; no API.
 - `open_with_scheduler`: both in this process, the scheduler in a thread (tests, and
   `create_app` given no service).
 
@@ -33,6 +33,7 @@ from service.scheduler.dry_runs import DryRuns
 from service.scheduler.loop import Scheduler
 from service.scheduler.remote import SchedulerFailed, SchedulerProcess
 from service.settings import Settings
+from service.snapshots import SnapshotCollector
 from service.store import migrate
 from service.store.db import Database
 from service.team import run_as, state_dirs
@@ -50,14 +51,21 @@ class _Store:
 
 @dataclass
 class Scheduling:
-    """The scheduler's half of gpuq: the scheduler (its executor inside), webhooks."""
+    """The scheduler's half of gpuq: the scheduler (its executor inside), webhooks, and
+    the removal of unused snapshots."""
 
     db: Database
     scheduler: Scheduler
     notifier: Notifier
+    collector: SnapshotCollector
+
+    def stop_beside(self) -> None:
+        """Stops what runs beside the scheduler: the notifier and the collector."""
+        self.notifier.stop()
+        self.collector.stop()
 
     def close(self) -> None:
-        self.notifier.stop()
+        self.stop_beside()
         self.scheduler.stop()
         self.db.dispose()
 
@@ -92,12 +100,13 @@ def open_with_scheduler(settings: Settings, *, probe: GpuProbe | None = None) ->
     cluster = open_cluster(settings)
     registry = scheduling.scheduler.books.gpus
     store = _Store(settings, scheduling.db, registry)
-    return _service(store, cluster, scheduling.scheduler, also_stop=scheduling.notifier.stop)
+    return _service(store, cluster, scheduling.scheduler, also_stop=scheduling.stop_beside)
 
 
 def open_scheduler(settings: Settings, *, probe: GpuProbe | None = None) -> Scheduling:
-    """The scheduler's process's half: migrates, reconciles, starts the scheduler and the
-    webhook notifier; `SchedulerLocked` if another scheduler runs on this database."""
+    """The scheduler's process's half: migrates, reconciles, starts the scheduler, the
+    webhook notifier and the snapshot collector; `SchedulerLocked` if another scheduler
+    runs on this database."""
     executor = open_executor(settings)
     queue = executor.own_queue()
     store = _open_store(settings, lambda: _inventory(settings, queue, probe), api_only=False)
@@ -109,8 +118,10 @@ def open_scheduler(settings: Settings, *, probe: GpuProbe | None = None) -> Sche
         raise
     notifier = Notifier(store.db, settings)
     notifier.start()
+    collector = SnapshotCollector(store.db, settings)
+    collector.start()
     store.db.wake_on_api_commits(scheduler.wake)  # what --api-only processes store starts now
-    return Scheduling(store.db, scheduler, notifier)
+    return Scheduling(store.db, scheduler, notifier, collector)
 
 
 def _inventory(settings: Settings, cluster: Cluster | None, probe: GpuProbe | None) -> Inventory:

@@ -11,6 +11,7 @@ from service.store.db import Database
 from service.store.tables import Sweep
 from service.sweeps import actions as sweep_actions
 from service.sweeps.expand import expand
+from service.sweeps.rerun import rerun_members
 from service.sweeps.submit import create_sweep
 from service.team.users import Caller
 
@@ -45,6 +46,19 @@ class Sweeps:
         )
         self.wake()
         return stored
+
+    def rerun(self, sweep_id: int, caller: Caller) -> tuple[Sweep, list[int]]:
+        """Queues the sweep's failed and early-stopped points again (`sweeps.rerun`)."""
+        made = rerun_members(
+            self.db,
+            sweep_id,
+            caller,
+            lambda spec: self.checks.check(spec, caller),
+            limits=limits(self.settings),
+            defaults=self.checks.share_defaults,
+        )
+        self.wake()
+        return made
 
     def cancel(self, sweep_id: int, caller: Caller) -> Sweep:
         sweep = sweep_actions.cancel_sweep(self.db, sweep_id, caller)

@@ -32,6 +32,7 @@ from service.jobs.writes import JOB, JobRow
 from service.scheduler.isolation import each_apart
 from service.scheduler.placement import Placement
 from service.scheduler.running import Activity, Books, MemoryRecord, Running
+from service.snapshots import path_of
 from service.store.db import utcnow
 from service.team import run_as
 
@@ -95,6 +96,9 @@ def new_launch(
         resume_from=attempt - 1 or None,
         box_gpus=tuple(device.index for device in books.gpus.inventory.devices),
         near_cores=near_cores(books.gpus.inventory.near_cores, devices.indices),
+        snapshot=path_of(books.settings, spec.command.snapshot)
+        if spec.command is not None and spec.command.snapshot is not None
+        else None,
         step_timeout_s=max(books.settings.idle_after_s, MIN_STEP_TIMEOUT_S),
         collective_timeout_s=(
             spec.resources.collective_timeout_s or books.settings.collective_timeout_s

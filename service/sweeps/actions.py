@@ -16,7 +16,7 @@ from service.team.audit import record
 from service.team.users import Caller
 
 
-def _check_may_change_sweep(sweep: Sweep, caller: Caller) -> None:
+def check_may_change_sweep(sweep: Sweep, caller: Caller) -> None:
     if not caller.manages(sweep.owner):
         raise Forbidden(
             f"sweep {sweep.id} belongs to {sweep.owner}; only its owner or an admin may change it"
@@ -28,7 +28,7 @@ def cancel_sweep(db: Database, sweep_id: int, caller: Caller) -> Sweep:
     409 if every member already ended."""
     with db.write() as session:
         sweep = load_sweep(session, sweep_id)
-        _check_may_change_sweep(sweep, caller)
+        check_may_change_sweep(sweep, caller)
         unended = JOB.c.status.in_([JobStatus.queued, *ACTIVE])
         query = select(JOB.c.id, JOB.c.status).where(JOB.c.sweep_id == sweep_id, unended)
         pending = list(session.connection().execute(query))
@@ -54,7 +54,7 @@ def hold_sweep(db: Database, sweep_id: int, caller: Caller, *, held: bool) -> Sw
     queued."""
     with db.write() as session:
         sweep = load_sweep(session, sweep_id)
-        _check_may_change_sweep(sweep, caller)
+        check_may_change_sweep(sweep, caller)
         queued = session.connection().execute(
             select(JOB.c.id).where(JOB.c.sweep_id == sweep_id, JOB.c.status == JobStatus.queued)
         )

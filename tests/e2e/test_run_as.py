@@ -5,10 +5,12 @@ HOME and umask; its run directory is hers alone, so bob cannot read it, while gp
 still serves her logs and files to her token.
 """
 
+import io
 import json
 import os
 import stat
 import sys
+import tarfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -427,3 +429,44 @@ def test_gpuq_run_and_gpuq_shell_on_the_socket_run_as_who_you_are(accounts):
         assert shell.exitstatus == 5
     finally:
         server.kill()
+
+
+def test_a_snapshot_is_unpacked_as_its_owner_and_is_hers_alone(team, accounts, tmp_path):
+    """Ana's snapshot: stored 0600 in gpuq's 0700 folder, another member can neither read
+    nor name it, and her job's copy is unpacked by her account into her run folder."""
+    tokens = team["tokens"]
+    tar = tmp_path / "project.tar"
+    with tarfile.open(tar, "w") as made:
+        for name, body in {"train.py": b"print(open('VERSION').read().strip())\n",
+                           "VERSION": b"snapshot-1\n"}.items():  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            made.addfile(info, io.BytesIO(body))
+    with serving(team["settings"]) as client:
+        client.headers.update(bearer(tokens["admin"]))
+        stored = client.post(
+            "/v1/snapshots", content=tar.read_bytes(), headers=bearer(tokens["ana"])
+        )
+        assert stored.status_code == 201, stored.text
+        sha = stored.json()["sha256"]
+        spec = command("", snapshot=sha)
+        spec["command"]["argv"] = [sys.executable, "train.py"]
+        bobs = client.post("/v1/jobs", json=spec, headers=bearer(tokens["bob"]))
+        assert bobs.status_code == 422 and "snapshot" in bobs.text
+        assert (
+            client.get(f"/v1/snapshots/{sha}/tar", headers=bearer(tokens["bob"])).status_code == 403
+        )
+        job_id = client.post("/v1/jobs", json=spec, headers=bearer(tokens["ana"])).json()["id"]
+        job = wait_for(client, job_id, ended)
+        assert job["status"] == "succeeded", job
+        log = client.get(f"/v1/jobs/{job_id}/logs", headers=bearer(tokens["ana"])).text
+        assert "snapshot-1" in log
+    store = team["settings"].home / "snapshots"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert stat.S_IMODE((store / f"{sha}.tar").stat().st_mode) == 0o600
+    code = team["settings"].runs_dir / str(job_id) / "1" / "code"
+    ana = accounts.ana
+    for path in (code, code / "train.py"):
+        info = path.stat()
+        assert (info.st_uid, info.st_gid) == (ana.pw_uid, ana.pw_gid), path
+    assert as_user(BOB, "cat", str(code / "VERSION")).returncode != 0

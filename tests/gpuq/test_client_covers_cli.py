@@ -18,7 +18,7 @@ from tests.e2e.server import Server
 ROOT = Path(__file__).resolve().parents[2]
 CLI = sorted((ROOT / "service" / "cli").glob("*.py"))
 CLIENT = ROOT / "gpuq" / "client.py"
-VERBS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
+VERBS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 #: `gpuq.http.Client`'s methods by what their arguments say of the route: (verb, path, ...),
 #: (path, ...) to GET, a route of their own, or none
 VERB_AND_PATH = {"request", "json"}

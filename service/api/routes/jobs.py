@@ -1,9 +1,9 @@
-"""`/v1/jobs`: submit, list, read, cancel, logs and metrics."""
+"""`/v1/jobs`: submit, run again, list, read, cancel, logs and metrics."""
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,6 +13,7 @@ from service import jobs
 from service.api.deps import CallerDep, JobId, ServiceDep
 from service.api.errors import documented
 from service.api.serialized import as_json
+from service.jobs import rerun
 from service.jobs.changes import wait_for_change
 from service.jobs.logs import follow_log, read_log
 from service.jobs.privacy import as_seen_by
@@ -63,6 +64,34 @@ async def submit_job(
     stored = await service.jobs.submit_async(spec, caller, idempotency_key)
     created = status.HTTP_201_CREATED if stored.created else status.HTTP_200_OK
     return as_json(JobPublic.of(stored.row), created)
+
+
+@router.post(
+    "/{job_id}/rerun", status_code=status.HTTP_201_CREATED, response_model=JobPublic | Preview
+)
+async def rerun_job(
+    job_id: JobId,
+    service: ServiceDep,
+    caller: CallerDep,
+    changes: Annotated[
+        dict[str, Any] | None,
+        Body(
+            description='Changes to its spec, merged in: `{"resources": {"gpus": 2}}` '
+            "changes the GPUs and keeps the rest; null removes a field."
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, Query(description="Only say where it would go now, or why it would wait.")
+    ] = False,
+) -> Response:
+    """Submits a job again: the same spec, so the same snapshot (the same code), data and
+    settings, with `changes` merged in; its owner or an admin. It waits for nothing
+    (`depends_on` and `not_before` are not carried over)."""
+    spec = await asyncio.to_thread(rerun.spec_again, service.db, job_id, caller, changes or {})
+    if dry_run:
+        return as_json(await asyncio.to_thread(service.jobs.preview, spec, caller))
+    stored = await service.jobs.submit_async(spec, caller, None)
+    return as_json(JobPublic.of(stored.row), status.HTTP_201_CREATED)
 
 
 @router.get("")

@@ -1,5 +1,5 @@
 """`/v1/sweeps`: submit a sweep, list sweeps, read one with its leaderboard and curves,
-cancel, hold and release the whole of it."""
+run its failed members again, cancel, hold and release the whole of it."""
 
 from typing import Annotated
 
@@ -69,6 +69,15 @@ def sweep_metrics(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> 
     """Every member's metric per epoch: the curves the dashboard overlays."""
     sweep = reads.get_sweep(service.db, sweep_id)
     return curves_as_seen_by(caller, sweep.owner, views.curves(service.db, sweep), service.settings)
+
+
+@router.post("/{sweep_id}/rerun", status_code=status.HTTP_201_CREATED)
+def rerun_sweep(sweep_id: SweepId, service: ServiceDep, caller: CallerDep) -> SweepPublic:
+    """Runs again each point of the sweep whose latest member failed or was stopped early:
+    a new member with the same spec (the same snapshot: the same code) and parameters, in
+    this sweep. Owner or admin; 409 if there is none."""
+    sweep, _ = service.sweeps.rerun(sweep_id, caller)
+    return views.detail(service.db, sweep)
 
 
 @router.post("/{sweep_id}/cancel", status_code=status.HTTP_202_ACCEPTED)

@@ -7,12 +7,13 @@ import pytest
 from service.store.db import Database
 from service.team import users
 from tests.conftest import job_spec, serving
+from tests.service.snapshots.tars import make_tar
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 PUBLIC = {("GET", "/healthz")}  # liveness stays open
 #: Mutations that act on no one's job: a token is all they need.
-OWNERLESS = {("POST", "/v1/jobs"), ("POST", "/v1/sweeps")}
+OWNERLESS = {("POST", "/v1/jobs"), ("POST", "/v1/sweeps"), ("POST", "/v1/snapshots")}
 #: A sweep of one member, as the routes of `/v1/sweeps/{sweep_id}` act on.
 SWEEP = job_spec(sweep={"parameters": {"keras.seed": [1]}})
 #: Mutations of the caller's own settings: nobody can reach anyone else's.
@@ -55,6 +56,8 @@ def call(api, method: str, path: str, token: str | None, job_id: int, sweep_id: 
         "PATCH /v1/jobs/{job_id}": {"priority": -1},
     }.get(f"{method} {path}")
     headers = auth(token) if token else {}
+    if (method, path) == ("POST", "/v1/snapshots"):  # a tar, not JSON
+        return api.request(method, url, content=make_tar({"train.py": b"pass\n"}), headers=headers)
     return api.request(method, url, json=body, headers=headers)
 
 

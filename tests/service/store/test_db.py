@@ -16,6 +16,7 @@ from sqlmodel import SQLModel
 from gpuq.contract.spec import JobSpec
 from service.store import (
     migrate,
+    snapshot_tables,  # noqa: F401  (its tables in SQLModel.metadata)
     usage_tables,  # noqa: F401  (its tables in SQLModel.metadata)
 )
 from service.store.commit_notices import HEARD_POLL_S

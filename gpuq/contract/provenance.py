@@ -1,0 +1,38 @@
+"""Where a job's code came from, as the client that submitted it saw it (`gpuq run` fills it
+in from git and the project's folder): shown with the job, compared by `gpuq diff`, carried
+over by `gpuq rerun`. The client's word, not gpuq's: a job's owner may write anything here,
+and it is shown as theirs."""
+
+from pydantic import Field
+
+from gpuq.contract.spec_fields import StrictModel
+
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class Provenance(StrictModel):
+    folder: str | None = Field(
+        None, max_length=4096, description="The folder it was submitted from, on that host."
+    )
+    git_commit: str | None = Field(
+        None, pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$", description="git's HEAD commit."
+    )
+    git_branch: str | None = Field(
+        None, max_length=256, description="The branch checked out; null when detached."
+    )
+    git_dirty: bool | None = Field(
+        None, description="Whether the work tree differed from HEAD (edits or new files)."
+    )
+    git_diff_sha256: str | None = Field(
+        None, pattern=SHA256, description="The sha256 of `git diff HEAD --binary`; null: clean."
+    )
+    python: str | None = Field(
+        None, max_length=512, description="The interpreter that submitted it, and its version."
+    )
+    lockfile: str | None = Field(
+        None,
+        max_length=4096,
+        description="The lock or requirements file found beside the code (its path in the "
+        "snapshot), e.g. `uv.lock`, `requirements.txt`.",
+    )
+    lockfile_sha256: str | None = Field(None, pattern=SHA256, description="Its sha256.")

@@ -1,0 +1,74 @@
+"""Who may see a snapshot, and what they see: its owners (the users who stored it) and
+admins read it; another member never does, not even whether it exists beyond a 403."""
+
+from typing import BinaryIO
+
+from sqlmodel import col, select
+
+from service.errors import Forbidden, NotFound
+from service.settings import Settings
+from service.snapshots.public import SnapshotListing, SnapshotPublic
+from service.snapshots.refusals import MIB
+from service.snapshots.store import owned_bytes, path_of, touch
+from service.store.db import Database, utcnow
+from service.store.snapshot_tables import SnapshotOwner, StoredSnapshot
+
+#: a HEAD from an owner marks the snapshot used at most this often: the job they submit next
+#: names it, and the collector must not take it in between
+KEEP_ALIVE_S = 3600
+
+
+def readable_snapshot(db: Database, sha256: str, caller: str, *, admin: bool) -> StoredSnapshot:
+    """Snapshot `sha256`, for its owners and admins; NotFound, or Forbidden for others."""
+    with db.read() as session:
+        snapshot = session.get(StoredSnapshot, sha256)
+        if snapshot is None:
+            raise NotFound(f"no snapshot {sha256}")
+        if not admin and session.get(SnapshotOwner, (sha256, caller)) is None:
+            raise Forbidden(f"snapshot {sha256} is not {caller}'s: only who stored it may read it")
+        return snapshot
+
+
+def stored_for(db: Database, settings: Settings, sha256: str, owner: str) -> bool:
+    """Whether `owner` stored snapshot `sha256`, its file there too: what the CLI asks
+    before uploading. Yes marks it used, so that it outlives the submission that follows."""
+    with db.read() as session:
+        snapshot = session.get(StoredSnapshot, sha256)
+        if snapshot is None or session.get(SnapshotOwner, (sha256, owner)) is None:
+            return False
+    if not path_of(settings, sha256).exists():
+        return False  # lost: an upload brings it back
+    now = utcnow()
+    if (now - (snapshot.last_used_at or snapshot.created_at)).total_seconds() > KEEP_ALIVE_S:
+        touch(db, sha256, now)
+    return True
+
+
+def open_tar(
+    db: Database, settings: Settings, sha256: str, caller: str, *, admin: bool
+) -> BinaryIO:
+    """The stored tar of snapshot `sha256`, opened, for its owners and admins."""
+    readable_snapshot(db, sha256, caller, admin=admin)
+    try:
+        return path_of(settings, sha256).open("rb")
+    except FileNotFoundError:
+        raise NotFound(
+            f"snapshot {sha256} is recorded but its file is gone; upload it again"
+        ) from None
+
+
+def snapshots_of(db: Database, settings: Settings, owner: str) -> SnapshotListing:
+    """`owner`'s snapshots, the most recently stored first, with what they hold in all."""
+    with db.read() as session:
+        rows = session.exec(
+            select(StoredSnapshot)
+            .join(SnapshotOwner, col(SnapshotOwner.sha256) == col(StoredSnapshot.sha256))
+            .where(SnapshotOwner.owner == owner)
+            .order_by(col(SnapshotOwner.added_at).desc(), col(StoredSnapshot.sha256))
+        ).all()
+        total = owned_bytes(session, owner)
+    return SnapshotListing(
+        snapshots=[SnapshotPublic.of(row) for row in rows],
+        total_bytes=total,
+        quota_bytes=settings.snapshot_quota_mb * MIB,
+    )
