@@ -19,6 +19,7 @@ from tests.accounts import ANA, throwaway_accounts
 from tests.conftest import TINY_KERAS, command_spec
 from tests.e2e.server import GPUQ, Server
 from tests.e2e.sse import read_events
+from tests.gpuq.snapshots.repos import make_repo
 from tests.slurm.conftest import SlurmCluster, wait_for
 
 SLEEP = "import time; time.sleep({})"
@@ -362,3 +363,23 @@ def test_a_sweep_hands_slurm_one_member_at_a_time_and_stops_a_hopeless_one(serve
     assert jobs[2]["started_at"] >= jobs[1]["finished_at"]
     assert [m["job_id"] for m in board["members"]] == [ids[2], ids[0], ids[1]]
     assert board["best"]["params"] == {"n": 1}
+
+
+def test_a_snapshot_job_runs_its_copy_on_the_slurm_node(server, tmp_path):
+    """The run folder is on the file system the nodes share: the copy unpacked there."""
+    project = make_repo(
+        tmp_path / "project",
+        {"sub/hello.py": "import os; print('in', os.getcwd(), open('V').read())", "sub/V": "v1"},
+    )
+    env = {**server.env, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    done = subprocess.run(
+        [*GPUQ, "run", "--gpus", "1", "--", "python", "hello.py"],
+        env=env,
+        cwd=project / "sub",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gpuq: snapshot " in done.stderr
+    assert re.search(r"^in /\S+/code/sub v1$", done.stdout, re.M), done.stdout
