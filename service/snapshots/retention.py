@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, col, delete, func, or_, select
 
@@ -43,11 +44,19 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
     and files) and the store's leftovers; returns the sha256s of the snapshots removed."""
     since = now - timedelta(days=settings.snapshot_retention_days)
     last_used = func.coalesce(col(StoredSnapshot.last_used_at), col(StoredSnapshot.created_at))
+    # What jobs name is read first, outside the write lock (a month of jobs' specs); under
+    # it, only the jobs made since then, which may name a snapshot found unused.
+    with db.read() as session:
+        old = set(session.exec(select(StoredSnapshot.sha256).where(last_used < since)).all())
+        unused = old - snapshots_in_use(session, since) if old else set()
+        newest = session.exec(select(func.max(Job.id))).one() or 0
     # One write transaction: an upload places its file under the same lock, so the bytes
     # it brings back are never removed after it recorded them.
     with db.write() as session:
-        old = session.exec(select(StoredSnapshot.sha256).where(last_used < since)).all()
-        gone = sorted(set(old) - snapshots_in_use(session, since)) if old else []
+        still = select(StoredSnapshot.sha256).where(
+            last_used < since, col(StoredSnapshot.sha256).in_(sorted(unused))
+        )
+        gone = sorted(set(session.exec(still).all()) - named_since(session, newest))
         for start in range(0, len(gone), BATCH):
             batch = gone[start : start + BATCH]
             session.exec(delete(SnapshotOwner).where(col(SnapshotOwner.sha256).in_(batch)))
@@ -60,16 +69,20 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
     return gone
 
 
+def _named(session: Session, *where: Any) -> set[str]:
+    named = col(Job.spec)[("command", "snapshot")].as_string()
+    rows = session.exec(select(named).where(*where, named.is_not(None)).distinct())
+    return set(rows.all())
+
+
 def snapshots_in_use(session: Session, since: datetime) -> set[str]:
     """The snapshots named by a job not yet ended, or by one that ended at `since` or later."""
-    named = col(Job.spec)[("command", "snapshot")].as_string()
-    rows = session.exec(
-        select(named)
-        .where(or_(col(Job.status).in_(UNFINISHED), col(Job.finished_at) >= since))
-        .where(named.is_not(None))
-        .distinct()
-    )
-    return set(rows.all())
+    return _named(session, or_(col(Job.status).in_(UNFINISHED), col(Job.finished_at) >= since))
+
+
+def named_since(session: Session, newest: int) -> set[str]:
+    """The snapshots named by the jobs made after job `newest`."""
+    return _named(session, col(Job.id) > newest)
 
 
 def _remove_leftovers(session: Session, folder: Path, now: datetime) -> None:
