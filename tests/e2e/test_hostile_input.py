@@ -1,6 +1,8 @@
 """Schemathesis against the live OpenAPI schema of a running `gpuq serve`, and hand-made
 hostile requests: no 5xx, and no response that breaks the schema."""
 
+import io
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,6 +10,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
@@ -24,6 +27,26 @@ from tests.conftest import job_spec
 from tests.e2e.server import Server
 
 pytestmark = pytest.mark.e2e
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, body in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+#: `POST /v1/snapshots` takes a tar: real ones (one escaping with `..`) and any bytes at all.
+schemathesis.openapi.media_type(
+    "application/x-tar",
+    st.one_of(
+        st.sampled_from([_tar({"train.py": b"print(1)"}), _tar({"../out": b"x"}), b""]),
+        st.binary(max_size=2048),
+    ),
+)
 
 
 @pytest.fixture(scope="module")
