@@ -104,6 +104,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.accept_path --seconds 3 --rounds 2
 	$(BIN)/python -m bench.write_turns --writes 200 --rounds 2
 	$(BIN)/python -m bench.training --samples 20000 --epochs 4 --repeats 2
+	$(BIN)/python -m bench.checkpoint_cost --epochs 8
 	$(BIN)/python -m bench.scheduling --jobs 2000 --queued 10000
 	$(BIN)/python -m bench.scale --sizes 1000,100000 --seconds 2
 	$(BIN)/python -m bench.usage --sizes 1000,100000

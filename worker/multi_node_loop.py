@@ -143,6 +143,8 @@ class ShardLoop:
                     history.setdefault(key, []).append(value)
             if progress.stopped_early:
                 break
+        if chief:
+            backup.on_train_end()  # the last epoch's checkpoint on disk, or its error raised
         return history
 
     def _epoch(self, progress: Any) -> dict[str, float]:
