@@ -7,7 +7,7 @@ any moment and against a stop in the middle of an epoch, and written beside trai
 - An epoch cut short by a stop (SIGTERM: a cancel, a preemption) is not saved as done: the
   next attempt trains it again from the epoch before, so a stop loses at most that epoch.
 - At an epoch's end the training thread only copies the weights and the optimizer's state
-  to host memory (about 1 ms for the bench's 4.7 MB, against 30-50 ms for the whole write);
+  to host memory (about 6 ms for the bench's 4.7 MB, against 33-36 ms for the whole write);
   a thread writes them while the next epoch trains. One write at a time: an epoch that ends
   while the last one's write still runs waits for it, so every epoch is still saved and a
   single copy of the state is held. Training's end waits for the write too (a SIGTERM ends
