@@ -11,7 +11,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

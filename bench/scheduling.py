@@ -39,6 +39,7 @@ from bench.workload import (
 )
 from service.runtime import open_api
 from service.scheduler import gpu_choice
+from service.scheduler.bookings import Booking
 from service.scheduler.fairshare import Interval
 from service.scheduler.loop import Scheduler
 from service.scheduler.placement import Claim, GpuSlot, plan
@@ -90,10 +91,14 @@ def figures(jobs: list[TraceJob], outcome: Outcome, makespan: float) -> list[str
 
 
 def planning_time(
-    queued: int, repeats: int = 5, *, placement: gpu_choice.Policy = "balanced"
+    queued: int,
+    repeats: int = 5,
+    *,
+    placement: gpu_choice.Policy = "balanced",
+    bookings: tuple[Booking, ...] = (),
 ) -> float:
     """Median seconds of one `plan` call with `queued` jobs waiting on a full box, under
-    the `placement` policy."""
+    the `placement` policy, with `bookings` (reservations) to weigh."""
     jobs = trace(queued, load=1.0, seed=11)
     held = [Claim(10**7 + i, i, None, 1e9) for i in range(GPUS)]  # every GPU held whole
     slots = [GpuSlot(i, GPU_MB) for i in range(GPUS)]
@@ -102,7 +107,7 @@ def planning_time(
     seconds = []
     for _ in range(repeats):
         began = time.perf_counter()
-        plan(requests, slots, held, now=0.0, usage=usage, placement=placement)
+        plan(requests, slots, held, now=0.0, usage=usage, placement=placement, bookings=bookings)
         seconds.append(time.perf_counter() - began)
     return statistics.median(seconds)
 
@@ -177,6 +182,22 @@ def planning_times(queued: int, rounds: int = 3) -> dict[str, float]:
     return {p: statistics.median(s) for p, s in seconds.items()}
 
 
+#: two reservations: GPUs 0-3 open now for two owners, GPU 7 in an hour for a third
+BOOKINGS = (
+    Booking("paper", frozenset(range(4)), -60.0, 8 * 3600.0, frozenset(OWNERS[:2]), "paper"),
+    Booking("demo", frozenset({7}), 3600.0, 7200.0, frozenset(OWNERS[2:3]), "demo"),
+)
+
+
+def booked_planning_times(queued: int, rounds: int = 3) -> tuple[float, float]:
+    """`planning_time` without reservations and with `BOOKINGS`, taking turns; medians."""
+    without, booked = [], []
+    for _ in range(rounds):
+        without.append(planning_time(queued))
+        booked.append(planning_time(queued, bookings=BOOKINGS))
+    return statistics.median(without), statistics.median(booked)
+
+
 def quality(jobs: list[TraceJob], load: float) -> Outcome:
     """Prints the trace's table (run times fixed, as alone) for gpuq's plan under balanced
     and pack, FIFO and the lower bound; returns the balanced run's outcome."""
@@ -227,6 +248,11 @@ def timings(queued: int, ended: int, simulated: Outcome) -> None:
             ratio,
             "met" if ratio <= 1.2 else "MISSED",
         )
+    )
+    without, booked = booked_planning_times(queued)
+    print(
+        f"plan() with {queued:,} queued and two reservations: {booked * 1e3:.2f} ms, "
+        f"{booked / without:.2f}x without ({without * 1e3:.2f} ms)"
     )
     step = scheduler_step_s(queued)
     print(

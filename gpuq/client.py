@@ -319,6 +319,62 @@ class Gpuq:
         report: dict[str, Any] = self.http.json("GET", "/v1/usage", params=params)
         return report
 
+    def reserve(
+        self,
+        name: str,
+        starts_at: datetime,
+        *,
+        gpus: int | None = None,
+        gpu_ids: list[int] | None = None,
+        duration_s: float | None = None,
+        ends_at: datetime | None = None,
+        users: list[str] | None = None,
+        group: str | None = None,
+        cpus: float | None = None,
+        host_memory_mb: int | None = None,
+    ) -> dict[str, Any]:
+        """Books `gpus` GPUs (or `gpu_ids`) from `starts_at` (aware) for `duration_s` (or
+        until `ends_at`) for `users` (default you) and `group`; the reservation, as a dict."""
+        given = {
+            "name": name,
+            "starts_at": starts_at.isoformat(),
+            "gpus": gpus,
+            "gpu_ids": gpu_ids,
+            "duration_s": duration_s,
+            "ends_at": ends_at.isoformat() if ends_at else None,
+            "users": users,
+            "group": group,
+            "cpus": cpus,
+            "host_memory_mb": host_memory_mb,
+        }
+        body = {k: v for k, v in given.items() if v is not None}
+        booked: dict[str, Any] = self.http.json("POST", "/v1/reservations", json=body)
+        return booked
+
+    def reservations(self, *, everything: bool = False) -> list[dict[str, Any]]:
+        """The reservations open or to come (`everything`: ended and released ones too)."""
+        listed: list[dict[str, Any]] = self.http.json(
+            "GET", "/v1/reservations", params={"all": everything}
+        )
+        return listed
+
+    def reservation(self, key: int | str) -> dict[str, Any]:
+        """One reservation, by id or name."""
+        shown: dict[str, Any] = self.http.json("GET", f"/v1/reservations/{key}")
+        return shown
+
+    def change_reservation(self, key: int | str, **changes: Any) -> dict[str, Any]:
+        """Moves a reservation's window or changes its users (`starts_at`, `ends_at`,
+        `duration_s`, `users`, `group`); its owner or an admin."""
+        body = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in changes.items()}
+        changed: dict[str, Any] = self.http.json("PATCH", f"/v1/reservations/{key}", json=body)
+        return changed
+
+    def delete_reservation(self, key: int | str) -> dict[str, Any]:
+        """Ends a reservation now; its owner or an admin."""
+        ended: dict[str, Any] = self.http.json("DELETE", f"/v1/reservations/{key}")
+        return ended
+
     def gpus(self) -> list[dict[str, Any]]:
         """Every GPU with its memory, jobs and state, as dicts as the API gives them
         (`GET /v1/gpus`); under Slurm, the partition's GPU nodes instead."""

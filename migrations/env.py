@@ -3,6 +3,7 @@
 from alembic import context
 from sqlmodel import SQLModel
 
+import service.store.reservation_tables
 import service.store.snapshot_tables
 import service.store.tables
 import service.store.usage_tables  # noqa: F401

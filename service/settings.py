@@ -197,6 +197,20 @@ class Settings(BaseSettings):
         ge=0,
         description="A job preempted this many times is not preempted again: it may finish.",
     )
+    max_reserved_gpu_hours: float = Field(
+        24.0,
+        ge=0,
+        description="GPU-hours a user who is not an admin may hold booked at once "
+        "(`gpuq reserve`): GPUs times hours of their reservations not over, from now on. "
+        "0: only admins book.",
+    )
+    reservation_idle_release_s: float = Field(
+        3600.0,
+        gt=0,
+        description="A reservation whose users have nothing queued, and nothing running on "
+        "its GPUs, for this long while its window is open is released: its GPUs return to "
+        "everyone.",
+    )
     warm_workers: int = Field(
         1,
         ge=0,

@@ -130,11 +130,15 @@ def _stopped_by_gpuq(
         said = detail or "stopped early: its sweep's stopping rule found it trailing the others"
         return Outcome(JobStatus.cancelled, Reason.early_stopped, said, code)
     if stop_reason == Reason.preempted and code != 0:
+        said = (
+            f"preempted by job {preempted_by}, which needed its GPUs"
+            if preempted_by is not None
+            else detail or "preempted"
+        )
         return Outcome(
             JobStatus.queued,
             Reason.preempted,
-            f"preempted by job {preempted_by}, which needed its GPUs; it is queued again and "
-            "resumes from its last checkpoint",
+            f"{said}; it is queued again and resumes from its last checkpoint",
             code,
         )
     if stop_reason == Reason.cancelled_by_user:

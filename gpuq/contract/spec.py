@@ -26,6 +26,7 @@ from gpuq.contract.keras_spec import (
     SyntheticData,
 )
 from gpuq.contract.provenance import Provenance
+from gpuq.contract.slurm_options import SlurmOptions
 from gpuq.contract.spec_fields import (
     MAX_GPUS,
     MAX_NODES,
@@ -163,26 +164,6 @@ class Resources(StrictModel):
 #: the highest priority a spec may ask for (and minus it, the lowest)
 PRIORITY_MAX = 1000
 
-_SLURM_NAME = r"^[\w.\-]+$"
-
-
-class SlurmOptions(StrictModel):
-    """Where on a Slurm cluster the job goes (`GPUQ_EXECUTOR=slurm`); ignored on a box."""
-
-    partition: str | None = Field(
-        None, max_length=128, pattern=_SLURM_NAME, description="Instead of GPUQ_SLURM_PARTITION."
-    )
-    account: str | None = Field(
-        None, max_length=128, pattern=_SLURM_NAME, description="Instead of GPUQ_SLURM_ACCOUNT."
-    )
-    qos: str | None = Field(None, max_length=128, pattern=_SLURM_NAME, description="A QOS.")
-    constraint: str | None = Field(
-        None,
-        max_length=256,
-        pattern=r"^[\w.\-&|,:*\[\]()!]+$",
-        description="Node features, in Slurm's `--constraint` syntax (e.g. `a100|h100`).",
-    )
-
 
 def may_be_preempted(kind: str, preemptible: bool | None) -> bool:
     """Whether a job of `kind` whose spec says `preemptible` may be preempted: keras jobs
@@ -190,6 +171,10 @@ def may_be_preempted(kind: str, preemptible: bool | None) -> bool:
     if kind == "session":
         return False
     return preemptible if preemptible is not None else kind == "keras"
+
+
+#: a reservation's name (`/v1/reservations`), as a job names it in `reservation`
+RESERVATION_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
 
 class JobSpec(StrictModel):
@@ -259,6 +244,13 @@ class JobSpec(StrictModel):
         description="Where its code came from, as the submitting client saw it (git's "
         "commit, branch and state, the interpreter, the lock file): `gpuq run` fills it in.",
     )
+    reservation: str | None = Field(
+        None,
+        pattern=RESERVATION_NAME,
+        description="Run in this reservation (its name): on its GPUs, once its window opens; "
+        "the job waits until then. Its owner must be one of its users. Without it, a job whose "
+        "owner is a user of a reservation open now is placed in it when it fits.",
+    )
     preemptible: bool | None = Field(
         None,
         description="Whether a more urgent job may stop this one and queue it again to resume "
@@ -286,6 +278,11 @@ class JobSpec(StrictModel):
         if self.kind == "session" and self.resources.nodes > 1:
             raise ValueError(
                 "a session runs on one machine, where its terminal is; leave out resources.nodes"
+            )
+        if self.reservation is not None and self.resources.gpu_count == 0:
+            raise ValueError(
+                "a reservation holds GPUs: a job with none runs outside it; leave out "
+                "reservation, or ask for GPUs"
             )
         if self.kind == "session" and self.preemptible:
             raise ValueError(

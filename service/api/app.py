@@ -18,6 +18,7 @@ from service.api.routes import (
     health,
     host,
     jobs,
+    reservations,
     snapshots,
     sweeps,
     terminal,
@@ -65,6 +66,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         usage,
         webhooks,
         snapshots,
+        reservations,
     )
     for module in routers:
         app.include_router(module.router)

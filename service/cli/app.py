@@ -25,6 +25,7 @@ from service.cli import (
     gpus,
     jobs,
     rerun,
+    reserve,
     run,
     serve,
     sweeps,
@@ -118,6 +119,8 @@ def build_app() -> typer.Typer:
     app.command("audit")(audit.audit)
     app.command("webhook")(webhook.webhook)
     app.command("usage")(usage.usage)
+    app.command("reserve")(reserve.reserve)
+    app.command("reservations")(reserve.reservations)
     app.add_typer(sweeps.app)
     app.add_typer(gpus.app)
     app.add_typer(users.app)

@@ -45,7 +45,7 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     """One earlier attempt: how it ended, and the work it lost."""
     if attempt.get("reason") == "preempted":
         by = attempt.get("preempted_by")
-        said = f"preempted by job {by}" if by else "preempted (by Slurm)"
+        said = f"preempted by job {by}" if by else _first_clause(attempt.get("message"))
     else:
         said = f"{attempt.get('reason') or 'ended'}: {attempt.get('message') or ''}".rstrip(": ")
     lost = attempt.get("lost_s")
@@ -53,6 +53,11 @@ def _attempt_line(attempt: dict[str, Any]) -> str:
     if lost is not None:
         redone = f"; {duration(lost) if lost >= 1 else 'under a second'} of work redone"
     return f"  attempt {attempt['attempt']}: {said}{redone}"
+
+
+def _first_clause(message: str | None) -> str:
+    """`preempted for reservation paper, ...` from a preemption's message; Slurm's gives none."""
+    return message.split(";")[0] if message else "preempted (by Slurm)"
 
 
 def host_line(job: dict[str, Any]) -> str:

@@ -117,6 +117,13 @@ Preemptible = Annotated[
         "saves on SIGTERM and resumes from GPUQ_CHECKPOINT_DIR.",
     ),
 ]
+Reservation = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="Run in this reservation (`gpuq reservations`): on its GPUs once it opens.",
+    ),
+]
 Sweep = Annotated[
     list[str] | None,
     typer.Option(
@@ -179,6 +186,7 @@ class Given:
     idle_exempt: IdleExempt = None
     env: Env = None
     preemptible: Preemptible = None
+    reservation: Reservation = None
     snapshot: SnapshotFlag = None
     sweep: Sweep = None
     max_parallel: MaxParallel = None
@@ -243,6 +251,7 @@ def spec_from(given: Given, kind: str) -> dict[str, Any]:
         idle_exempt=given.idle_exempt,
         env=given.env or [],
         preemptible=given.preemptible,
+        reservation=given.reservation,
     )
     try:
         spec = run_spec.build_spec(kind, argv, options, cwd=os.getcwd(), environ=os.environ)

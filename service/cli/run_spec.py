@@ -34,6 +34,7 @@ OPTIONS = {
     ("idle_exempt",): "--idle-exempt",
     ("max_retries",): "--retries",
     ("preemptible",): "--preemptible",
+    ("reservation",): "--reservation",
     ("resources", "gpus"): "--gpus",
     ("resources", "nodes"): "--nodes",
     ("resources", "gpu_ids"): "--gpu-ids",
@@ -82,6 +83,7 @@ class RunOptions:
     idle_exempt: str | None = None
     env: list[str] = field(default_factory=list)
     preemptible: bool | None = None
+    reservation: str | None = None
 
 
 def travelling(environ: Mapping[str, str], *, session: bool) -> dict[str, str]:
@@ -166,6 +168,7 @@ def build_spec(
         "idle_exempt": options.idle_exempt,
         "max_retries": options.retries,
         "preemptible": options.preemptible,
+        "reservation": options.reservation,
     }
     spec = {k: v for k, v in spec.items() if v is not None}
     try:

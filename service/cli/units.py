@@ -47,22 +47,59 @@ def seconds(text: str) -> float:
     return total
 
 
+#: weekdays as people type them: `fri`, `friday`
+_WEEKDAYS = {
+    name: n
+    for n, day in enumerate(
+        ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+    )
+    for name in (day, day[:3])
+}
+_DAY_AND_TIME = re.compile(r"^([a-z]+)\s+(\d{1,2}):(\d{2})$")
+MOMENTS = (
+    "write now, +2h, 18:00 (the next 18:00 here), today 18:00, tomorrow 09:00, fri 09:00 (the "
+    "next Friday), or an ISO time such as 2026-11-25T06:00 or 2026-11-25T06:00Z"
+)
+
+
 def parse_moment(text: str, now: datetime | None = None) -> datetime:
-    """`18:00` (the next 18:00 here), or an ISO time (`2026-11-25T06:00`, `...Z`,
-    `...+01:00`; without a zone, this machine's) -> an aware time."""
+    """`now`, `+2h` (from now), `18:00` (the next 18:00 here), `today 18:00`, `tomorrow
+    09:00`, `fri 09:00` (the next Friday, today if that time is still ahead), or an ISO time
+    (`2026-11-25T06:00`, `...Z`, `...+01:00`; without a zone, this machine's) -> an aware
+    time."""
     now = (now or datetime.now(UTC)).astimezone()
-    word = text.strip()
+    word = text.strip().lower()
+    if word == "now":
+        return now
+    if word.startswith("+"):
+        try:
+            return now + timedelta(seconds=seconds(word[1:]))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a time: {MOMENTS}") from None
     if re.fullmatch(r"\d{1,2}:\d{2}", word):
-        hour, minute = (int(p) for p in word.split(":"))
-        if hour > 23 or minute > 59:
-            raise ValueError(f"{text!r} is not a time of day")
-        at = datetime.combine(now.date(), time(hour, minute), now.tzinfo)
+        at = _clock_today(word, now, text)
         return at if at > now else at + timedelta(days=1)
+    day = _DAY_AND_TIME.match(word)
+    if day is not None:
+        at = _clock_today(f"{day.group(2)}:{day.group(3)}", now, text)
+        name = day.group(1)
+        if name == "today":
+            return at
+        if name == "tomorrow":
+            return at + timedelta(days=1)
+        if name in _WEEKDAYS:
+            ahead = (_WEEKDAYS[name] - now.weekday()) % 7
+            at += timedelta(days=ahead)
+            return at if at > now else at + timedelta(days=7)
     try:
-        at = datetime.fromisoformat(word.replace("Z", "+00:00"))
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(
-            f"{text!r} is not a time: write 18:00 (the next 18:00 here) or an ISO time such "
-            "as 2026-11-25T06:00 or 2026-11-25T06:00Z"
-        ) from None
+        raise ValueError(f"{text!r} is not a time: {MOMENTS}") from None
     return at if at.tzinfo is not None else at.replace(tzinfo=now.tzinfo)
+
+
+def _clock_today(word: str, now: datetime, text: str) -> datetime:
+    hour, minute = (int(p) for p in word.split(":"))
+    if hour > 23 or minute > 59:
+        raise ValueError(f"{text!r} is not a time of day")
+    return datetime.combine(now.date(), time(hour, minute), now.tzinfo)

@@ -70,6 +70,12 @@ def usage_table(report: dict[str, Any]) -> Any:
     rows: list[tuple[str | Text, ...]] = [(_key(by, r), *_figures(r)) for r in report["rows"]]
     rows.append((Text("total", style="bold"), *_figures(report["total"])))
     headers = [by.upper(), "GPU-HOURS", "SHARE", "JOBS", "LOST GPU-HOURS", "WAIT P50/P95"]
+    if report["total"].get("reserved_idle_gpu_hours"):  # booking has a cost: shown when paid
+        headers.append("RESERVED IDLE")
+        idle = [r["reserved_idle_gpu_hours"] for r in [*report["rows"], report["total"]]]
+        rows = [
+            (*row, _hours(hours) if hours else "-") for row, hours in zip(rows, idle, strict=True)
+        ]
     return tables.table(headers, rows)
 
 

@@ -52,6 +52,8 @@ class Launch:
     near_cores: tuple[int, ...] = ()
     #: the stored tar of its snapshot (`command.snapshot`), copied into its run folder
     snapshot: Path | None = None
+    #: the Slurm reservation it runs in (`sbatch --reservation`), if it names one not over
+    slurm_reservation: str | None = None
 
 
 @dataclass(frozen=True)

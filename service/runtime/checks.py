@@ -12,6 +12,7 @@ from service.gpus.inventory import Inventory
 from service.host import HostSize, host_size
 from service.jobs import admission
 from service.jobs.host_share import ShareDefaults
+from service.runtime.reservation_check import check_reservation
 from service.settings import Settings
 from service.snapshots import owns
 from service.store.db import Database
@@ -65,6 +66,7 @@ class SubmitChecks:
         if spec.webhook is not None:
             allow = AllowList.parse(settings.webhook_allow)
             check_url(spec.webhook, allow, ("body", "webhook"))
+        check_reservation(self.db, spec, caller.name)
         snapshot = spec.command.snapshot if spec.command is not None else None
         if snapshot is not None and not (caller.admin or owns(self.db, caller.name, snapshot)):
             raise Invalid(

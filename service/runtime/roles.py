@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from service.executors import Cluster
+from service.executors.slurm.reservations import SlurmBookings
 from service.gpus import registry
 from service.gpus.inventory import Inventory, discover
 from service.gpus.nvml import GpuProbe
 from service.gpus.registry import GpuRegistry
 from service.host import host_size
+from service.reservations.store import Bookings
 from service.runtime.checks import SubmitChecks
 from service.runtime.executor_choice import open_cluster, open_executor
 from service.runtime.gpus import Gpus
@@ -171,10 +173,25 @@ def _service(
         jobs=Jobs(settings, db, checks, dry_runs, wake),
         sweeps=Sweeps(settings, db, checks, wake),
         gpus=Gpus(db, store.registry, cluster, dry_runs, wake, host_size(settings)),
+        reservations=_bookings(settings, db, store.registry, cluster, wake),
         dry_runs=dry_runs,
         scheduler=scheduler,
         also_stop=also_stop or _nobody,
     )
+
+
+def _bookings(
+    settings: Settings,
+    db: Database,
+    registry: GpuRegistry,
+    cluster: Cluster | None,
+    wake: Callable[[], None],
+) -> Bookings:
+    """Reservations of this box's GPUs, or (under Slurm) of the cluster's nodes."""
+    gpus = [device.index for device in registry.inventory.devices]
+    if cluster is None:
+        return Bookings(db, settings, gpus, host_size(settings), None, wake)
+    return Bookings(db, settings, gpus, None, SlurmBookings(settings, cluster), wake)
 
 
 def _nobody() -> None:

@@ -9,6 +9,7 @@ from typing import Protocol
 from prometheus_client.core import Metric
 
 from service.gpus.registry import GpuRegistry
+from service.reservations.store import Bookings
 from service.runtime.gpus import Gpus
 from service.runtime.jobs import Jobs
 from service.runtime.sweeps import Sweeps
@@ -38,6 +39,7 @@ class Service:
     jobs: Jobs
     sweeps: Sweeps
     gpus: Gpus
+    reservations: Bookings
     dry_runs: DryRuns  #: where a job would start, and what runs, as the database says
     #: None in an API-only process: jobs are stored for a scheduler elsewhere
     scheduler: SchedulerHandle | None

@@ -20,6 +20,7 @@ from service.executors import LaunchError, QueueingExecutor
 from service.gpus import maintenance
 from service.jobs import writes
 from service.public import DrainPublic
+from service.scheduler import booked
 from service.scheduler.readiness import failed_dependency, not_yet
 from service.scheduler.running import Books, MemoryRecord, Running
 from service.scheduler.snapshot import max_parallel
@@ -177,6 +178,7 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         params=job.params,
         cpus=job.cpus,
         host_memory_mb=job.host_memory_mb,
+        slurm_reservation=_slurm_reservation(books, spec.reservation),
     )
     try:
         # Outside any write transaction: sbatch may take seconds.
@@ -197,6 +199,16 @@ def _hand(books: Books, executor: QueueingExecutor, job: Job, after: tuple[str, 
         job.id, executor.run_dir(job.id, attempt), [], MemoryRecord(job.memory_mb)
     )
     return True
+
+
+def _slurm_reservation(books: Books, name: str | None) -> str | None:
+    """The Slurm reservation of the gpuq reservation `name`, if it is not over (a job that
+    names one that is over runs as an ordinary job)."""
+    if name is None:
+        return None
+    with books.db.read() as session:
+        rows = booked.not_over(session.connection(), utcnow())
+    return next((r.slurm_name for r in rows if r.name == name), None)
 
 
 def follow(books: Books, executor: QueueingExecutor) -> None:

@@ -1,7 +1,7 @@
 """What the GPUs hold while a plan is made: free memory and claims per GPU."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 
@@ -61,6 +61,14 @@ class Occupancy:
 
         kept = [c for claims in self.claims_on.values() for c in claims if stays(c)]
         return Occupancy(list(self.gpus.values()), kept)
+
+    def restricted(self, allowed: Collection[int]) -> "Occupancy":
+        """A view of these GPUs but `allowed` left out (a reservation's fence): what is
+        taken through it is taken here too."""
+        view = object.__new__(Occupancy)
+        view.gpus = {i: g for i, g in self.gpus.items() if i in allowed}
+        view.claims_on = self.claims_on
+        return view
 
     def without_jobs(self, job_ids: set[int]) -> "Occupancy":
         """This occupancy once these jobs have given their GPUs back."""

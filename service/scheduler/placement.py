@@ -24,15 +24,16 @@ it went where it did (`Placement.why`, `placement_reasons`).
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from operator import attrgetter
 
-from service.scheduler.gpu_choice import Policy, Topology, choose
+from service.scheduler.bookings import Booking, Calendar, Fence
+from service.scheduler.fenced_choice import barred_why, choose_within, kept_free
+from service.scheduler.gpu_choice import Policy, Topology
 from service.scheduler.host_room import HostRoom, RoomLeft
 from service.scheduler.occupancy import Claim, GpuSlot, Occupancy
 from service.scheduler.placement_reasons import placed_because
+from service.scheduler.plan_requests import Placement, Plan, Request, order
 from service.scheduler.reservation import (
-    Reservation,
+    HeadStart,
     head_reservation,
     must_wait,
     promised_gpus,
@@ -45,68 +46,8 @@ from service.scheduler.wait_reasons import (
 )
 from service.scheduler.whole_gpus import kept_whole
 
-
-@dataclass(frozen=True)
-class Request:
-    job_id: int
-    priority: int
-    gpus: int
-    gpu_ids: tuple[int, ...] | None = None
-    memory_mb: int | None = None  #: None: whole GPUs
-    owner: str = ""
-    time_limit_s: float | None = None
-    sweep_id: int | None = None  #: the sweep it is a member of
-    cpus: float | None = None  #: cores it holds while it runs (None: none)
-    host_memory_mb: int | None = None  #: host memory it holds while it runs (None: none)
-    #: its place when every owner weighs the same: priority (higher earlier), then
-    #: submission, in one int (which sorts quicker than a tuple)
-    rank: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "rank", -self.priority * ID_SPAN + self.job_id)
-
-
-@dataclass(frozen=True)
-class Placement:
-    job_id: int
-    gpu_indices: tuple[int, ...]
-    memory_mb: int | None
-    backfill: bool = False  #: started ahead of a blocked head job
-    why: str = ""  #: why these GPUs: "GPU 1: idle", "GPU 0: beside job 7 to keep ..."
-
-
-@dataclass
-class Plan:
-    placements: list[Placement] = field(default_factory=list)
-    waiting: dict[int, str] = field(default_factory=dict)  #: job id → human reason
-    #: the first GPU job that cannot start, for its GPUs or its share of the box as they
-    #: are now (what preemption serves)
-    head: Request | None = None
-
-
-def order(queue: Sequence[Request], usage: Mapping[str, float] | None = None) -> list[Request]:
-    """Priority first (higher earlier), then the owner's recent usage, then submission.
-
-    A long queue is sorted at every plan, so the key is one int a job: made once per job
-    and read in C where usage orders no one (one owner, CPU jobs, no GPU used lately),
-    else the owners' places among the distinct usages folded in."""
-    usage = usage or {}
-    owners = set(map(_OWNER, queue)) if usage else set()
-    weights = sorted({usage.get(owner, 0.0) for owner in owners})
-    if len(weights) <= 1:
-        return sorted(queue, key=_RANK)
-    place = {owner: weights.index(usage.get(owner, 0.0)) for owner in owners}
-    width = len(weights)
-    return sorted(queue, key=lambda r: (place[r.owner] - r.priority * width) * ID_SPAN + r.job_id)
-
-
-#: above every job id (a dry run's `PREVIEW_ID` is 2**62)
-ID_SPAN = 2**64
-_OWNER = attrgetter("owner")
-_RANK = attrgetter("rank")
-
-
-Shape = tuple[int, int | None, tuple[int, ...] | None]  #: GPUs, memory, GPU ids asked
+#: GPUs, memory, GPU ids asked, and the reservations' fence (`Fence.key`)
+Shape = tuple[int, int | None, tuple[int, ...] | None, object]
 
 
 class _Planning:
@@ -122,9 +63,12 @@ class _Planning:
         sweep_running: Mapping[int, int] | None,
         room: HostRoom | None,
         policy: Policy,
+        calendar: Calendar = Calendar(),
     ) -> None:
         self.occupancy = Occupancy(gpus, allocations)
         self.policy = policy
+        #: the reservations not over, and the plan's clock
+        self.calendar = calendar
         #: exclusive jobs idle GPUs are kept whole for (`kept_whole`), until their turn
         self.kept: dict[int, int] = {}
         #: the box's cores and host memory; None: not counted (Slurm places by them)
@@ -136,19 +80,25 @@ class _Planning:
         self.members = dict(sweep_running or {})
         self.result = Plan()
         #: the head's earliest start, once there is a head
-        self.reserved = Reservation(math.inf, None)
+        self.reserved = HeadStart(math.inf, None)
         #: `waiting behind job <head>, `: the start of the reason of a job held behind it
         self.behind = ""
         #: shapes that fit nowhere as the GPUs are now: a long queue asks the same few
         #: shapes again and again, and only a placement changes the answer
         self.unplaceable: set[Shape] = set()
 
-    def start_cpu_job(self, request: Request, ends_at: float | None) -> None:
+    def start_cpu_job(
+        self, request: Request, ends_at: float | None, fenced: Fence | None = None
+    ) -> None:
         """Starts a CPU-only job if a CPU slot is left and its share of the box fits
         without delaying the head, else says what it waits for."""
         waiting, left = self.result.waiting, self.room
         if self.cpu_slots <= 0:
             waiting[request.job_id] = "waiting for a CPU job slot"
+            return
+        held_back = kept_free(self.room, request, fenced)
+        if held_back is not None:
+            waiting[request.job_id] = held_back
             return
         if left is not None:
             if not left.fits(request):
@@ -162,35 +112,56 @@ class _Planning:
         self._count(request, Placement(request.job_id, (), None))
 
     def start_gpu_job(
-        self, request: Request, shape: Shape, ends_at: float | None, topology: Topology
+        self,
+        request: Request,
+        shape: Shape,
+        ends_at: float | None,
+        topology: Topology,
+        fenced: Fence | None = None,
     ) -> None:
         """Starts a GPU job if its GPUs and its share of the box fit now and, behind the
         head, it cannot delay it; else says why it waits (the first that cannot start
-        is the head)."""
+        is the head). `fenced`: the GPUs the reservations leave it (None: every GPU)."""
         left, head = self.room, self.result.head
+        held_back = fenced.waits if fenced is not None else None
+        held_back = held_back or kept_free(self.room, request, fenced)
+        if held_back is not None:
+            self.result.waiting[request.job_id] = held_back
+            return
         why = None if head is None or left is None else self._room_holds_back(request, ends_at)
         if why is not None:  # held back by the box's room: no GPU need be chosen
             self.result.waiting[request.job_id] = self.behind + why
             return
         avoid = () if head is None else promised_gpus(self.reserved, ends_at)
         keep = sum(self.kept.values())
-        chosen = choose(self.occupancy, request, topology, self.policy, keep=keep, avoid=avoid)
+        chosen = choose_within(self.occupancy, request, fenced, topology, self.policy, keep, avoid)
         if chosen is None:
             self.unplaceable.add(shape)
         if head is not None:
-            why = (
-                "which starts first"
-                if chosen is None
-                else must_wait(chosen, ends_at, self.reserved)
-            )
+            if chosen is None:
+                barred = self._barred(request, fenced, topology)
+                why = barred if barred else self.behind + "which starts first"
+            else:
+                why = must_wait(chosen, ends_at, self.reserved)
+                why = None if why is None else self.behind + why
             if why is not None:
-                self.result.waiting[request.job_id] = self.behind + why
+                self.result.waiting[request.job_id] = why
                 return
         elif chosen is None or (left is not None and not left.fits(request)):
-            self._block(request, chosen, topology)
+            # Kept off GPUs it would fit on now by the reservations alone, it holds no one
+            # back: they are barred to it for the whole of their windows.
+            barred = self._barred(request, fenced, topology) if chosen is None else None
+            if barred is not None:
+                self.result.waiting[request.job_id] = barred
+            else:
+                self._block(request, chosen, topology, fenced)
             return
         assert chosen is not None
         self.start(request, chosen, ends_at, backfill=head is not None)
+
+    def _barred(self, request: Request, fenced: Fence | None, topology: Topology) -> str | None:
+        """Why `request` waits, if the reservations keep it off GPUs it would fit on now."""
+        return barred_why(self.occupancy, self.calendar, request, fenced, topology)
 
     def _room_holds_back(self, request: Request, ends_at: float | None) -> str | None:
         """Why the box's room keeps a job behind the head: it does not fit now, or it
@@ -202,17 +173,28 @@ class _Planning:
             return f"which starts first; {DELAYS_HEAD}"
         return None
 
-    def _block(self, request: Request, chosen: tuple[int, ...] | None, topology: Topology) -> None:
+    def _block(
+        self,
+        request: Request,
+        chosen: tuple[int, ...] | None,
+        topology: Topology,
+        fenced: Fence | None = None,
+    ) -> None:
         """`request` (a GPU job that cannot start now) is the head: says what it waits
-        for, and reserves its earliest start, the box's spare included."""
+        for, and reserves its earliest start on the GPUs it may take, the box's spare
+        included."""
         self.result.head = request
         self.behind = f"waiting behind job {request.job_id}, "
         occupancy, left = self.occupancy, self.room
+        if fenced is not None:
+            occupancy = occupancy.restricted(fenced.allowed(occupancy.gpus))
         self.reserved = reserved = head_reservation(occupancy, left, request, topology)
         if left is not None and reserved.gpus is not None:
             left.reserve(request, reserved.start)
         if chosen is None:
             why = gpus_wait_reason(occupancy, request)
+            if fenced is not None and fenced.within is not None:
+                why = f"in reservation {fenced.within.name}: {why}"
             if left is not None and not left.fits(request):
                 why += "; and for " + left.wait_reason(request)
         else:
@@ -256,44 +238,47 @@ def plan(
     sweep_running: Mapping[int, int] | None = None,
     room: HostRoom | None = None,
     placement: Policy = "balanced",
+    bookings: Sequence[Booking] = (),
 ) -> Plan:
     """Decides which queued jobs start now and on which GPUs; says why the others wait.
-
     `now` and the claims' `ends_at` are seconds on one clock; a job stops at most `grace_s`
     after its time limit. `usage` (owner → recent GPU-seconds) orders equal priorities;
     `running_gpus` (owner → GPUs held) counts against `max_gpus_running`, `sweep_running`
     (sweep → members running) against `sweep_limits` (its `max_parallel`); `room`: the
     box's cores and host memory, and what runs holds of them (None: not counted);
-    `placement`: which GPUs a shared job prefers (`gpu_choice`)."""
-    topology, limits = topology or {}, sweep_limits or {}
-    planning = _Planning(gpus, allocations, cpu_slots, running_gpus, sweep_running, room, placement)
+    `placement`: which GPUs a shared job prefers (`gpu_choice`); `bookings`: reservations
+    not over, which fence jobs off their GPUs (`bookings.fence`)."""
+    limits, topology = sweep_limits or {}, topology or {}
+    calendar = Calendar(bookings, now, grace_s)
+    planning = _Planning(
+        gpus, allocations, cpu_slots, running_gpus, sweep_running, room, placement, calendar
+    )
     ordered = order(queue, usage)
     if placement == "balanced":
         planning.kept = kept_whole(ordered, planning.occupancy, now)
-    # The loop runs for every queued job: what it reads often is bound here, and a job
-    # whose GPUs fit nowhere (most of a long queue) costs no call at all.
+    # Run for every queued job: what it reads often is bound here.
     owners, members, kept = planning.owners, planning.members, planning.kept
     waiting, unplaceable = planning.result.waiting, planning.unplaceable
     first = ""  #: the reason of a job behind the head whose GPUs fit nowhere
     for request in ordered:
-        if kept:  # its turn: the GPUs kept whole for it are no longer kept
-            kept.pop(request.job_id, None)
+        kept.pop(request.job_id, None)  # its turn: the GPUs kept whole for it are no longer
         sweep = request.sweep_id
         if sweep is not None and sweep in limits and members.get(sweep, 0) >= limits[sweep]:
             waiting[request.job_id] = sweep_full(sweep, members[sweep])
             continue
         ends_at = None if request.time_limit_s is None else now + request.time_limit_s + grace_s
+        fenced = calendar.fence(request, ends_at)
         if request.gpus == 0:
-            planning.start_cpu_job(request, ends_at)
+            planning.start_cpu_job(request, ends_at, fenced)
             continue
         held = owners.get(request.owner, 0)
         if max_gpus_running is not None and held + request.gpus > max_gpus_running:
             waiting[request.job_id] = over_quota(request.owner, held, max_gpus_running)
             continue
-        shape = (request.gpus, request.memory_mb, request.gpu_ids)
-        if shape in unplaceable:  # only ever behind the head: the first such job is it
-            waiting[request.job_id] = first
+        shape = (request.gpus, request.memory_mb, request.gpu_ids, fenced and fenced.key)
+        if shape in unplaceable and not (fenced and fenced.barring):
+            waiting[request.job_id] = first  # only ever behind the head: the first is it
             continue
-        planning.start_gpu_job(request, shape, ends_at, topology)
+        planning.start_gpu_job(request, shape, ends_at, topology, fenced)
         first = planning.behind + "which starts first"
     return planning.result

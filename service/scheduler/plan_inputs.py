@@ -3,6 +3,7 @@ preemption (`preempt`) and dry runs to share."""
 
 from dataclasses import dataclass, field
 
+from service.scheduler.bookings import Booking
 from service.scheduler.gpu_choice import Policy, Topology
 from service.scheduler.host_room import HostRoom
 from service.scheduler.occupancy import Claim, GpuSlot
@@ -29,6 +30,8 @@ class PlanInputs:
     room: HostRoom | None = None
     #: which GPUs a shared job prefers (`GPUQ_PLACEMENT`)
     placement: Policy = "balanced"
+    #: the reservations not over
+    bookings: list[Booking] = field(default_factory=list)
 
     def plan(self) -> Plan:
         return plan(
@@ -46,4 +49,5 @@ class PlanInputs:
             sweep_running=self.sweep_running,
             room=self.room,
             placement=self.placement,
+            bookings=self.bookings,
         )

@@ -43,6 +43,7 @@ class QueuedJob:
     sweep_id: int | None
     cpus: float | None = None  #: the cores it got at submit (None: none)
     host_memory_mb: int | None = None  #: the host memory it got at submit (None: none)
+    reservation: str | None = None  #: the reservation it names (`spec.reservation`)
 
     @cached_property
     def request(self) -> Request:
@@ -59,6 +60,7 @@ class QueuedJob:
             sweep_id=self.sweep_id,
             cpus=self.cpus,
             host_memory_mb=self.host_memory_mb,
+            reservation=self.reservation,
         )
 
     @cached_property
@@ -105,6 +107,7 @@ class QueuedJob:
             col(Job.sweep_id),
             col(Job.cpus),
             col(Job.host_memory_mb),
+            col(Job.spec)["reservation"].as_string().label("reservation"),
             col(Job.rev),
         ).where(col(Job.status) == JobStatus.queued)
 
@@ -273,4 +276,5 @@ def request_for_spec(
         time_limit_s=spec.time_limit_s,
         cpus=share.cpus,
         host_memory_mb=share.host_memory_mb,
+        reservation=spec.reservation,
     )

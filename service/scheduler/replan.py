@@ -3,10 +3,11 @@
 A plan comes out differently only when the queue changes (a submit, cancel, hold, priority,
 a retry queued), the GPUs' states or the admins' drains change, the jobs running change (a
 start, an exit: capacity, and dependencies that ended), or time passes (a retry or a
-`not_before` falls due, fair-share usage decays, another program's GPU memory comes and
-goes). The first two are read in one small query (`fingerprint`), the jobs running are in
-memory, and time is covered by planning at least every `REPLAN_EVERY_S` and at the next
-moment a queued job falls due. Every other step skips the snapshot and the plan.
+`not_before` falls due, a reservation's window opens or ends, fair-share usage decays,
+another program's GPU memory comes and goes). The first two are read in one small query
+(`fingerprint`), the jobs running are in memory, and time is covered by planning at least
+every `REPLAN_EVERY_S` and at the next moment a queued job or a window falls due. Every
+other step skips the snapshot and the plan.
 """
 
 import time
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, Select, Table, func, select
 from gpuq.contract.states import JobStatus
 from service.jobs.writes import JOB
 from service.store.db import utcnow
+from service.store.reservation_tables import Reservation
 from service.store.tables import Gpu, Maintenance
 
 #: planned again at least this often, for what changes with time alone
@@ -26,6 +28,7 @@ REPLAN_EVERY_S = 1.0
 
 GPU: Table = Gpu.__table__  # type: ignore[attr-defined]
 MAINTENANCE: Table = Maintenance.__table__  # type: ignore[attr-defined]
+RESERVATION: Table = Reservation.__table__  # type: ignore[attr-defined]
 
 
 @cache
@@ -40,11 +43,14 @@ def _query() -> Select[Any]:
         select(func.max(GPU.c.state_since)).scalar_subquery(),
         select(func.count()).select_from(MAINTENANCE).scalar_subquery(),
         select(func.max(MAINTENANCE.c.id)).scalar_subquery(),
+        # Every change to a reservation stamps `updated_at`.
+        select(func.max(RESERVATION.c.updated_at)).scalar_subquery(),
     )
 
 
 def fingerprint(connection: Connection) -> tuple[Any, ...]:
-    """What changes whenever the queue, a GPU's state or an admin's drain does."""
+    """What changes whenever the queue, a GPU's state, an admin's drain or a reservation
+    does."""
     return tuple(connection.execute(_query()).one())
 
 

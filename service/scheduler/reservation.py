@@ -23,7 +23,7 @@ class Wants(Asks, HostAsks, Protocol):
 
 
 @dataclass(frozen=True)
-class Reservation:
+class HeadStart:
     """The head job's earliest start: when (inf if a running job has no time limit) and
     on which GPUs (None if it fits nowhere even on an empty box)."""
 
@@ -33,7 +33,7 @@ class Reservation:
 
 def head_reservation(
     occupancy: Occupancy, left: RoomLeft | None, request: Wants, topology: Topology
-) -> Reservation:
+) -> HeadStart:
     """The earliest moment (a claim's or a hold's end) by which `request`'s GPUs and its
     share of the box would both be free."""
     ends = {h.ends_at for hs in occupancy.claims_on.values() for h in hs if h.ends_at}
@@ -44,8 +44,8 @@ def head_reservation(
             continue
         chosen = choose(occupancy.without(ended), request, topology)
         if chosen is not None:
-            return Reservation(ended, chosen)
-    return Reservation(math.inf, None)
+            return HeadStart(ended, chosen)
+    return HeadStart(math.inf, None)
 
 
 def earliest_start(
@@ -54,14 +54,14 @@ def earliest_start(
     allocations: Sequence[Claim],
     topology: Topology | None = None,
     room: HostRoom | None = None,
-) -> Reservation:
+) -> HeadStart:
     """When and where `request` could start at the earliest, given every claim's end (and
     every hold's of the box's `room`)."""
     left = None if room is None else RoomLeft(room)
     return head_reservation(Occupancy(gpus, allocations), left, request, topology or {})
 
 
-def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
+def _delays(chosen: tuple[int, ...], ends_at: float, head: HeadStart) -> bool:
     """Whether a job on `chosen` GPUs until `ends_at` could push the head's start back."""
     if head.gpus is None:
         return False
@@ -70,7 +70,7 @@ def _delays(chosen: tuple[int, ...], ends_at: float, head: Reservation) -> bool:
     return bool(set(chosen) & set(head.gpus))
 
 
-def promised_gpus(head: Reservation, ends_at: float | None) -> tuple[int, ...]:
+def promised_gpus(head: HeadStart, ends_at: float | None) -> tuple[int, ...]:
     """The head's GPUs a job running until `ends_at` could delay it on (what `balanced`
     placement takes last): none if it ends before the head is due."""
     if head.gpus is None or (ends_at is not None and ends_at <= head.start):
@@ -78,7 +78,7 @@ def promised_gpus(head: Reservation, ends_at: float | None) -> tuple[int, ...]:
     return head.gpus
 
 
-def must_wait(chosen: tuple[int, ...], ends_at: float | None, head: Reservation) -> str | None:
+def must_wait(chosen: tuple[int, ...], ends_at: float | None, head: HeadStart) -> str | None:
     """Why a job that fits now on `chosen` may not start ahead of the head for its GPUs;
     None if it may."""
     if ends_at is None:

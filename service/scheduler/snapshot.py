@@ -19,6 +19,7 @@ from service.gpus.registry import GpuRegistry, StoredGpu, unavailable
 from service.host import HostSize
 from service.jobs.writes import JOB, JobRow
 from service.public import DrainPublic
+from service.scheduler import booked
 from service.scheduler.ended_usage import EndedUsage
 from service.scheduler.fairshare import Interval, decayed_usage
 from service.scheduler.host_holds import latest_end, read_room
@@ -87,6 +88,7 @@ class _Read:
     drains: dict[int | None, DrainPublic]  #: GPU (None: the whole box) → its drain
     sweep_limits: dict[int, int]
     sweep_running: dict[int, int]
+    reservations: list[Any]  #: the `reservation` rows not over
 
 
 def take(
@@ -115,7 +117,7 @@ def take(
         if skip_if_idle and not queued:
             return None
         half_life_s = settings.fair_share_half_life_s
-        read = _read_inputs(session, gpus, queued, ended or EndedUsage(half_life_s), now)
+        read = _read_inputs(session, gpus, queued, ended or EndedUsage(half_life_s), now, now_dt)
         grace_s = settings.cancel_grace_s
         room = None if box is None else read_room(session.connection(), box, grace_s)
     usage = _usage(read, now, half_life_s)
@@ -136,15 +138,23 @@ def take(
             sweep_running=read.sweep_running,
             room=room,
             placement=settings.placement,
+            bookings=booked.bookings(read.reservations, now_dt),
         ),
         drained=maintenance.box_reason(read.drains[None], now_dt) if None in read.drains else None,
     )
     _sort_out(snapshot, read, now_dt)
+    for row in read.reservations:  # planned again as a window opens and as it ends
+        snapshot.falls_due += [row.starts_at, row.ends_at]
     return snapshot
 
 
 def _read_inputs(
-    session: Session, gpus: GpuRegistry, queued: dict[int, QueuedJob], ended: EndedUsage, now: float
+    session: Session,
+    gpus: GpuRegistry,
+    queued: dict[int, QueuedJob],
+    ended: EndedUsage,
+    now: float,
+    now_dt: datetime,
 ) -> _Read:
     """Everything but the queue that planning reads, in the caller's read transaction."""
     connection = session.connection()
@@ -170,6 +180,7 @@ def _read_inputs(
         drains,
         sweep_limits,
         sweep_running,
+        booked.not_over(connection, now_dt),
     )
 
 

@@ -2,7 +2,7 @@
 
 On this box gpuq places jobs itself (`OnThisBox`):
 
-    ingest → reap → stop early → enforce → drain → place
+    ingest → reap → stop early → enforce → drain → reservation windows → place
 
 Under an executor with a queue of its own (Slurm: `HandedOver`) the executor places and
 orders; gpuq hands it the queue and follows it:
@@ -29,6 +29,7 @@ from service.scheduler.enforce import enforce, stop_overdue
 from service.scheduler.finishing import settle
 from service.scheduler.handover import follow, hand_over
 from service.scheduler.place import Placer
+from service.scheduler.reservation_windows import Windows
 from service.scheduler.running import Books
 from service.store.tables import Job
 
@@ -58,12 +59,14 @@ class OnThisBox:
         self.caps = CapGuard(books)
         self.placer = Placer(books)
         self.stopper = EarlyStopper(books)
+        self.windows = Windows(books)
 
     def step(self) -> None:
         self.settle()
         self.stopper.check()
         self.enforce()
         drain(self.books)
+        self.windows.step()
         self.place()
 
     def settle(self) -> None:

@@ -68,6 +68,11 @@ class UsageRow(BaseModel):
     )
     lost_gpu_hours: LostGpuHours = described("Of `gpu_hours`, the part no result came of.")
     queue_wait: QueueWait = described("How long attempts that started in the period waited.")
+    reserved_idle_gpu_hours: float = described(
+        "GPU-hours booked by reservations (against whoever booked them) and left idle: "
+        "nobody ran on the reserved GPUs in the window, up to its end or release. Booking "
+        "has a cost."
+    )
 
 
 class UsageReport(BaseModel):

@@ -19,6 +19,7 @@ from service.store.usage_tables import AttemptUsage
 from service.usage import rollup
 from service.usage.public import By, UsageReport
 from service.usage.report import Ended, Held, Period, UsageTally
+from service.usage.reserved import idle_reserved
 
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
 USAGE: Table = AttemptUsage.__table__  # type: ignore[attr-defined]
@@ -48,6 +49,8 @@ def usage_report(
                 tally.ended(job, within=part)
         for h in _running(conn, period, now):
             tally.held(h)
+        for h in idle_reserved(conn, period, now):
+            tally.reserved_idle(h)
         if whole is not None:
             for day in rollup.whole_days(conn, *whole, by):
                 tally.day(day)

@@ -86,6 +86,7 @@ class _Sums:
     lost: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     jobs: Counter[str] = field(default_factory=Counter)
     waits: Waits = field(default_factory=Waits)
+    reserved_idle: float = 0.0  #: GPU-seconds booked by reservations and left idle
 
 
 def build(
@@ -134,6 +135,14 @@ class UsageTally:
             self.total.waits.add(wait)
             for key in _keys(by, h.owner, h.gpu_indices, h.started_at) if mine else ():
                 _sums(self.rows, key).waits.add(wait)
+
+    def reserved_idle(self, h: Held) -> None:
+        """A reserved GPU's stretch that nobody ran on, against the reservation's owner."""
+        mine = self._counts(h.owner)
+        for key, share in _spread(self.period, self.by, h, h.started_at, h.ended_at):
+            self.total.reserved_idle += share
+            if mine:
+                _sums(self.rows, key).reserved_idle += share
 
     def ended(self, job: Ended, within: Period | None = None) -> None:
         """A job that ended, if it ended inside `within`."""
@@ -276,6 +285,7 @@ def _row(by: By, key: Key, sums: _Sums, capacity: float) -> UsageRow:
             failures=round(sums.lost["failures"] / 3600, 6),
             preemptions=round(sums.lost["preemptions"] / 3600, 6),
         ),
+        reserved_idle_gpu_hours=round(sums.reserved_idle / 3600, 6),
         queue_wait=QueueWait(
             attempts=len(sums.waits),
             median_s=_rounded(sums.waits.percentile(50)),

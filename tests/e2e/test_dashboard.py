@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -174,3 +175,41 @@ def test_a_job_without_a_total_shows_its_epoch_and_metric_and_no_job_a_log_hint(
         assert browser.eval("document.querySelector('#log-hint').offsetParent") is None
     finally:
         go.touch()
+
+
+def test_reservations_show_on_the_gpus_and_on_a_timeline(tmp_path, browser):
+    server = Server(tmp_path / "gpuq")
+    server.start("--api-only")
+    try:
+        now = datetime.now(UTC)
+        for name, gpu, starts_in in (("paper", 0, -30), ("demo", 1, 2 * 3600)):
+            body = {
+                "name": name,
+                "gpu_ids": [gpu],
+                "starts_at": (now + timedelta(seconds=starts_in)).isoformat(),
+                "duration_s": 3600,
+                "users": ["anonymous", "bo"],
+            }
+            booked = httpx.post(f"{server.url}/v1/reservations", json=body)
+            assert booked.status_code == 201, booked.text
+        browser.open(server.url)
+        browser.wait_until(f"{count('#reservations tr.reservation')} === 2")
+        gpus = browser.eval("[...document.querySelectorAll('#gpus tr.gpu')].map(r => r.innerText)")
+        assert "reserved: paper (anonymous, bo) until" in gpus[0]
+        assert "demo from" in gpus[1] and "reserved:" not in gpus[1]
+        listed = browser.eval("document.querySelector('#reservations').innerText")
+        assert "paper" in listed and "active" in listed and "upcoming" in listed
+        # A bar per GPU on the timeline: GPU 0's from now, GPU 1's two hours on.
+        lefts = browser.eval(
+            "[...document.querySelectorAll('#reservations .timeline span')]"
+            ".map(s => parseFloat(s.style.left))"
+        )
+        assert lefts[0] == 0 and 8 < lefts[1] < 9  # 2 h of 24 h: 8.3 %
+        httpx.delete(f"{server.url}/v1/reservations/paper")
+        httpx.delete(f"{server.url}/v1/reservations/demo")
+        browser.eval("refresh()")
+        browser.wait_until(
+            "document.querySelector('#reservations').innerText.includes('no reservations')"
+        )
+    finally:
+        server.kill()

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuq.contract.account import Account
-from gpuq.contract.spec import JobSpec, SlurmOptions
+from gpuq.contract.slurm_options import SlurmOptions
+from gpuq.contract.spec import JobSpec
 from service.executors.base import Node
 
 TIMEOUT_S = 30.0
@@ -65,6 +66,7 @@ def sbatch_argv(
     run_as: Account | None = None,
     cpus: float | None = None,
     host_memory_mb: int | None = None,
+    reservation: str | None = None,
 ) -> list[str]:
     """`sbatch --parsable ...` for one attempt of a gpuq job; `run_as`: submitted by root
     for that account (GPUQ_RUN_AS=owner), so Slurm runs and accounts the job as its owner.
@@ -98,10 +100,9 @@ def sbatch_argv(
     argv.extend(f"--{key}={value}" for key, value in where.model_dump(exclude_none=True).items())
     if run_as is not None:
         argv.extend([f"--uid={run_as.uid}", f"--gid={run_as.gid}"])
-    if held:
-        argv.append("--hold")
-    if after:
-        argv.append("--dependency=afterok:" + ":".join(after))
+    argv += ["--hold"] if held else []
+    argv += ["--dependency=afterok:" + ":".join(after)] if after else []
+    argv += [f"--reservation={reservation}"] if reservation else []  # gpuq's, in Slurm
     argv.extend(shlex.split(extra))
     # After the site's extras: the job's own figures win over a site-wide `--mem` (sbatch
     # takes an option's last value).

@@ -19,7 +19,8 @@ from gpuq.contract import job_files
 from gpuq.contract.processes import RUNNER_MODULE
 from gpuq.contract.run_records import exit_record
 from gpuq.contract.rundir import RunDir, read_json
-from gpuq.contract.spec import PRIORITY_MAX, SlurmOptions
+from gpuq.contract.slurm_options import SlurmOptions
+from gpuq.contract.spec import PRIORITY_MAX
 from service.executors.base import (
     Exit,
     Launch,
@@ -135,6 +136,7 @@ class SlurmExecutor:
             run_as=launch.run_as,
             cpus=launch.cpus,
             host_memory_mb=launch.host_memory_mb,
+            reservation=launch.slurm_reservation,
         )
 
     def _script(self, run_dir: Path) -> str:

@@ -123,9 +123,13 @@ def record_stop(session: Session, job_id: int, cause: Reason, detail: str | None
     update_job(session, job_id, JOB.c.stop_sent_at.is_(None), **values)
 
 
-def record_preemption(session: Session, job_id: int, by: int) -> bool:
-    """The scheduler is stopping the job (SIGTERM) for job `by`, which needs its GPUs; False
-    if it is being stopped already (for that or another cause)."""
+def record_preemption(
+    session: Session, job_id: int, by: int | None, detail: str | None = None
+) -> bool:
+    """The scheduler is stopping the job (SIGTERM) for job `by`, which needs its GPUs, or
+    (None) for what `detail` says (a reservation's window opened); False if it is being
+    stopped already (for that or another cause)."""
+    said = {} if detail is None else {"message": detail}
     return update_job(
         session,
         job_id,
@@ -134,4 +138,5 @@ def record_preemption(session: Session, job_id: int, by: int) -> bool:
         stop_reason=Reason.preempted,
         stop_sent_at=utcnow(),
         preempted_by=by,
+        **said,
     )

@@ -13,7 +13,14 @@ pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 PUBLIC = {("GET", "/healthz")}  # liveness stays open
 #: Mutations that act on no one's job: a token is all they need.
-OWNERLESS = {("POST", "/v1/jobs"), ("POST", "/v1/sweeps"), ("POST", "/v1/snapshots")}
+OWNERLESS = {
+    ("POST", "/v1/jobs"),
+    ("POST", "/v1/sweeps"),
+    ("POST", "/v1/snapshots"),
+    ("POST", "/v1/reservations"),
+}
+#: ana's reservation, as the routes of `/v1/reservations/{key}` act on
+RESERVATION = {"name": "paper", "gpus": 1, "starts_at": "2030-01-01T09:00:00Z", "duration_s": 600}
 #: A sweep of one member, as the routes of `/v1/sweeps/{sweep_id}` act on.
 SWEEP = job_spec(sweep={"parameters": {"keras.seed": [1]}})
 #: Mutations of the caller's own settings: nobody can reach anyone else's.
@@ -49,11 +56,13 @@ def routes(api) -> list[tuple[str, str]]:
 
 def call(api, method: str, path: str, token: str | None, job_id: int, sweep_id: int = 1):
     url = path.replace("{job_id}", str(job_id)).replace("{index}", "0")
-    url = url.replace("{sweep_id}", str(sweep_id))
+    url = url.replace("{sweep_id}", str(sweep_id)).replace("{key}", RESERVATION["name"])
     body = {
         "POST /v1/jobs": job_spec(),
         "POST /v1/sweeps": SWEEP,
         "PATCH /v1/jobs/{job_id}": {"priority": -1},
+        "POST /v1/reservations": RESERVATION | {"name": f"r{job_id}"},
+        "PATCH /v1/reservations/{key}": {"duration_s": 1200},
     }.get(f"{method} {path}")
     headers = auth(token) if token else {}
     if (method, path) == ("POST", "/v1/snapshots"):  # a tar, not JSON
@@ -77,6 +86,7 @@ def test_every_mutating_route_refuses_someone_elses_job(team):
     api, tokens = team
     mutating = [(m, p) for m, p in routes(api) if m in {"POST", "PATCH", "PUT", "DELETE"}]
     assert mutating, "the schema lists no mutating route"
+    assert api.post("/v1/reservations", json=RESERVATION, headers=auth(tokens["ana"])).is_success
     for method, path in mutating:
         job_id = api.post("/v1/jobs", json=job_spec(), headers=auth(tokens["ana"])).json()["id"]
         sweep_id = api.post("/v1/sweeps", json=SWEEP, headers=auth(tokens["ana"])).json()["id"]
@@ -88,9 +98,10 @@ def test_every_mutating_route_refuses_someone_elses_job(team):
         response = call(api, method, path, tokens["bo"], job_id, sweep_id)
         assert response.status_code == 403, (method, path, response.text)
         if (method, path) not in ADMIN_ONLY:
-            owned = "{job_id}" in path or "{sweep_id}" in path
+            owned = "{job_id}" in path or "{sweep_id}" in path or "{key}" in path
             assert owned, f"{method} {path}: decide who may call it, in this test"
-            assert "belongs to ana" in response.json()["detail"]
+            detail = response.json()["detail"]
+            assert "belongs to ana" in detail or "is ana's" in detail, detail
 
 
 def test_admin_only_routes_refuse_users_and_serve_admins(team):

@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from gpuq.contract.spec import JobSpec, SlurmOptions
+from gpuq.contract.slurm_options import SlurmOptions
+from gpuq.contract.spec import JobSpec
 from gpuq.contract.states import JobStatus, Reason
 from service.executors.slurm import commands
 from service.executors.slurm.states import Phase, phase, verdict
