@@ -19,6 +19,7 @@ Import it only once TensorFlow's devices are configured (it imports Keras).
 
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -141,12 +142,27 @@ def _write(directory: Path, groups: list[Group], done: dict[str, int]) -> None:
     finally:
         store.close()
     for path in (weights, metadata):
-        if path.exists():  # a link, not a copy: files here are replaced, never rewritten
-            os.replace(_linked(path, path.with_name(path.name + ".bkp.partial")), f"{path}.bkp")
+        # A copy, not a hard link: a latest file later found unreadable (a disk that lied)
+        # must not take its backup with it, whenever a kill stopped this write.
+        content = _regular_file(path)
+        if content is not None:
+            backup = path.with_name(path.name + ".bkp")
+            os.replace(_beside(backup, content), backup)
     # The metadata says which epoch the weights are of: renamed last, so a kill between
     # the two leaves an epoch trained again, never one skipped.
     os.replace(weights_partial, weights)
     os.replace(metadata_partial, metadata)
+
+
+def _regular_file(path: Path) -> bytes | None:
+    """What `path` holds if it is a regular file (not a link, a FIFO: what a job's own
+    program may have left there); None if it is not, or is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
 def _beside(path: Path, content: bytes) -> Path:
@@ -154,12 +170,6 @@ def _beside(path: Path, content: bytes) -> Path:
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(content)
     return partial
-
-
-def _linked(path: Path, link: Path) -> Path:
-    link.unlink(missing_ok=True)
-    os.link(path, link)
-    return link
 
 
 class _Recorder(saving_lib.H5IOStore):

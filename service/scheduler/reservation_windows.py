@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 #: the step runs at most this often
 EVERY_S = 1.0
 
-_WAITING = select(JOB.c.owner).where(JOB.c.status == JobStatus.queued, JOB.c.held.is_(False))
+#: who has something queued (distinct: a long queue is a few owners)
+_WAITING = (
+    select(JOB.c.owner).where(JOB.c.status == JobStatus.queued, JOB.c.held.is_(False)).distinct()
+)
 
 
 class Windows:

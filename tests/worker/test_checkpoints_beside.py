@@ -123,10 +123,11 @@ class Child:
         self.process.wait()
 
 
-def blocking_fifo(directory: Path) -> Path:
-    """A FIFO where the next checkpoint's metadata goes: its write waits for `drain`."""
+def blocking_fifo(directory: Path, name: str = "training_metadata.json.partial") -> Path:
+    """A FIFO where the next checkpoint's metadata goes (or `name`): its write waits for
+    `drain`."""
     directory.mkdir(parents=True, exist_ok=True)
-    fifo = directory / "training_metadata.json.partial"
+    fifo = directory / name
     os.mkfifo(fifo)
     return fifo
 
@@ -266,3 +267,25 @@ def test_a_kill_at_any_moment_leaves_a_checkpoint_that_loads(tmp_path):
     assert child.report() == {"error": None, "on_disk": True}
     assert saved_epoch(tmp_path) == saved + 3
     assert not list(tmp_path.glob("*partial*"))
+
+
+def test_a_backup_is_a_file_of_its_own_even_in_the_middle_of_a_write(tmp_path):
+    """Kept as a copy, not a hard link: a kill between the backup and the rename, and then a
+    latest file found unreadable, still leaves the backup to fall back to."""
+    checkpoints = tmp_path / "checkpoints"
+    # Epoch 2's write stops where it backs up the metadata: the weights' backup is made.
+    fifo = blocking_fifo(checkpoints, "training_metadata.json.bkp.partial")
+    child = Child(checkpoints, epochs=2)
+    try:
+        backup = checkpoints / "latest.weights.h5.bkp"
+        deadline = time.monotonic() + 60
+        while not backup.exists():
+            assert time.monotonic() < deadline, "epoch 2's write never backed up the weights"
+            time.sleep(0.05)
+        latest = checkpoints / "latest.weights.h5"
+        assert os.stat(latest).st_ino != os.stat(backup).st_ino
+        assert os.stat(backup).st_nlink == 1
+        assert drain(fifo) == {"epoch": 1, "batch": 0}
+        assert child.report() == {"error": None, "on_disk": True}
+    finally:
+        child.stop()
