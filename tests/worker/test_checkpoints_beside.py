@@ -249,7 +249,7 @@ def test_a_kill_at_any_moment_leaves_a_checkpoint_that_loads(tmp_path):
     # most of the time (7 kills in 10 land in one here), so the kills land in every part.
     model, draw = {"samples": 32, "batch": 32, "hidden": 131_072}, random.Random(52)
     saved, in_a_write = 0, 0
-    for _ in range(8):
+    for _ in range(6):
         child = Child(tmp_path, epochs=100_000, **model)
         try:
             # It starts from what the last kill left: the latest checkpoint, never older.
