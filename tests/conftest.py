@@ -16,8 +16,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from gpuq.http import Client
 from service.api.app import create_app
 from service.api.local_socket import TCP_PEER
+from service.cli.main import main
 from service.gpus.nvml import GpuProbe
 from service.runtime import open_api, open_with_scheduler
 from service.settings import Settings
@@ -208,6 +210,20 @@ def api(settings: Settings) -> Iterator[TestClient]:
     """The API alone: submitted jobs stay queued, so no worker starts."""
     with serving(settings, schedule=False) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def gpuq(
+    api: TestClient, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, str, str]]:
+    """Runs `gpuq ARGS...` in this process against `api`: its exit code, stdout, stderr."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args), api=Client(http=api))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
 
 
 def wait_for(

@@ -72,7 +72,7 @@ class Bookings:
             live = live_rows(session, now)
             if any(r.name == body.name for r in live):
                 raise Conflict(f"a reservation named {body.name!r} is booked already")
-            self._check_limit(session, caller, body.gpu_count, starts, ends, now, live)
+            self._check_limit(caller, body.gpu_count, starts, ends, now, live)
             gpus = self._gpus(body, rules.overlapping(live, starts, ends), now)
             row = Reservation(
                 name=body.name,
@@ -116,7 +116,7 @@ class Bookings:
                 _check_group(body.group)
             users = sorted(set(body.users)) if body.users is not None else list(row.users)
             others = [r for r in live_rows(session, now) if r.id != row.id]
-            self._check_limit(session, caller, len(row.gpu_indices), starts, ends, now, others)
+            self._check_limit(caller, len(row.gpu_indices), starts, ends, now, others)
             clashing = rules.overlapping(others, starts, ends)
             if self.slurm is None:
                 rules.choose_gpus(self.gpus, 0, row.gpu_indices, clashing, now)
@@ -179,7 +179,6 @@ class Bookings:
 
     def _check_limit(
         self,
-        session: Session,
         caller: Caller,
         gpus: int,
         starts: datetime,

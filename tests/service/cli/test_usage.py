@@ -7,22 +7,10 @@ import pytest
 from sqlalchemy import update
 
 from gpuq.contract.states import JobStatus
-from gpuq.http import Client
 from service import jobs
-from service.cli.main import main
 from service.store.tables import Job
 from service.usage import ledger
 from tests.conftest import command_spec
-
-
-@pytest.fixture
-def gpuq(api, capsys):
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args), api=Client(http=api))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def attempt(db, owner: str, hours_ago: float, hours: float, gpus: list[int], **fields) -> None:

@@ -6,19 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpuq.http import Client
-from service.cli.main import main
 from service.cli.units import parse_moment
-
-
-@pytest.fixture
-def gpuq(api, capsys):
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args), api=Client(http=api))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def test_book_list_change_and_delete(gpuq):
