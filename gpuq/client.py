@@ -38,6 +38,7 @@ __all__ = [
     "Drain",
     "Gpuq",
     "Job",
+    "Me",
     "Preview",
     "Progress",
     "Sweep",
@@ -111,6 +112,14 @@ class Preview(_Answer):
     wait_reason: str | None = None
     placement: str | None = None  #: why those GPUs: `GPU 1: idle`
     jobs_ahead: int = 0
+
+
+class Me(_Answer):
+    """Who the server takes you for (`GET /v1/me`)."""
+
+    name: str
+    admin: bool = False
+    unix_user: str | None = None  #: the Unix account your jobs run as, if bound
 
 
 class Artifact(_Answer):
@@ -374,6 +383,10 @@ class Gpuq:
         """Ends a reservation now; its owner or an admin."""
         ended: dict[str, Any] = self.http.json("DELETE", f"/v1/reservations/{key}")
         return ended
+
+    def me(self) -> Me:
+        """You, as the server knows you: your name, and whether you are an admin."""
+        return Me.model_validate(self.http.json("GET", "/v1/me"))
 
     def gpus(self) -> list[dict[str, Any]]:
         """Every GPU with its memory, jobs and state, as dicts as the API gives them

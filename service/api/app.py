@@ -18,6 +18,7 @@ from service.api.routes import (
     health,
     host,
     jobs,
+    me,
     reservations,
     snapshots,
     sweeps,
@@ -67,6 +68,7 @@ def create_app(settings: Settings, service: Service | None = None) -> FastAPI:
         webhooks,
         snapshots,
         reservations,
+        me,
     )
     for module in routers:
         app.include_router(module.router)

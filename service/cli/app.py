@@ -24,6 +24,7 @@ from service.cli import (
     doctor,
     gpus,
     jobs,
+    mcp_command,
     rerun,
     reserve,
     run,
@@ -121,6 +122,7 @@ def build_app() -> typer.Typer:
     app.command("usage")(usage.usage)
     app.command("reserve")(reserve.reserve)
     app.command("reservations")(reserve.reservations)
+    app.command("mcp")(mcp_command.mcp)
     app.add_typer(sweeps.app)
     app.add_typer(gpus.app)
     app.add_typer(users.app)

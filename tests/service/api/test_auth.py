@@ -242,3 +242,11 @@ def test_dependencies_must_exist_and_be_able_to_succeed(team):
     doomed = api.post("/v1/jobs", json=job_spec(depends_on=[first]), headers=ana)
     assert doomed.status_code == 422
     assert "already ended cancelled" in doomed.text
+
+
+def test_me_says_who_the_token_is_and_whether_they_are_an_admin(team):
+    api, tokens = team
+    ana = api.get("/v1/me", headers=auth(tokens["ana"])).json()
+    assert ana == {"name": "ana", "admin": False, "unix_user": None}
+    assert api.get("/v1/me", headers=auth(tokens["root"])).json()["admin"] is True
+    assert api.get("/v1/me").status_code == 401
