@@ -1,14 +1,15 @@
 """GPU time booked and left idle: for each reservation whose window overlaps a report's
 period, the part of the window (up to its release, and up to now) in which nobody ran on
 each of its GPUs, counted against whoever booked it (`UsageRow.reserved_idle_gpu_hours`).
-Reservations are few, so their windows are read directly, with the attempts that overlap
-each (by the ledger's `ended_at` index) and the jobs running now; a Slurm reservation's
-nodes are Slurm's to pick, so it is not counted here."""
+Reservations are few, so their windows are read directly, with the attempts that touched
+each window's UTC days (by `attempt_day`'s key: a window a year back costs what today's
+does) and the jobs running now; a Slurm reservation's nodes are Slurm's to pick, so it is
+not counted here."""
 
 from collections.abc import Iterator
 from datetime import datetime
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection, Table, or_, select
 
 from gpuq.contract.states import ACTIVE
 from service.store.reservation_tables import Reservation
@@ -28,10 +29,13 @@ def idle_reserved(conn: Connection, period: Period, now: datetime) -> list[Held]
     """Each stretch of a reserved GPU's window in `period` that nobody ran on, as one GPU
     held by the reservation's owner."""
     r = RESERVATION.c
-    ended = func.coalesce(r.released_at, r.ends_at)
+    # Its end, min(ends_at, released_at), after the period's start: `ends_at` by its index.
     rows = conn.execute(
         select(r.owner, r.gpu_indices, r.starts_at, r.ends_at, r.released_at).where(
-            r.starts_at < min(period.until, now), ended > period.since, r.slurm_name.is_(None)
+            r.ends_at > period.since,
+            or_(r.released_at.is_(None), r.released_at > period.since),
+            r.starts_at < min(period.until, now),
+            r.slurm_name.is_(None),
         )
     ).all()
     found = []
@@ -50,10 +54,13 @@ def _busy(conn: Connection, window: Span, now: datetime) -> dict[int, list[Span]
     """GPU → when attempts and running jobs held it, within `window`."""
     since, until = window
     spans: dict[int, list[Span]] = {}
+    days = rollup.days_of(since, until)
+    touched = rollup.ATTEMPT_DAY
+    # An attempt of two of the window's days comes twice: the union of spans takes it once.
     attempts = conn.execute(
-        select(USAGE.c.gpu_indices, USAGE.c.started_at, USAGE.c.ended_at).where(
-            USAGE.c.ended_at > since, USAGE.c.started_at < until
-        )
+        select(USAGE.c.gpu_indices, USAGE.c.started_at, USAGE.c.ended_at)
+        .join(touched, touched.c.usage_id == USAGE.c.id)
+        .where(touched.c.day.between(days[0], days[-1]))
     )
     running = conn.execute(
         select(JOB.c.assigned_gpus, JOB.c.started_at).where(
@@ -62,6 +69,8 @@ def _busy(conn: Connection, window: Span, now: datetime) -> dict[int, list[Span]
     )
     held = [*attempts, *((gpus, started, now) for gpus, started in running)]
     for gpus, started, ended in held:
+        if ended <= since or started >= until:
+            continue
         for gpu in rollup.indices(gpus):
             spans.setdefault(gpu, []).append((max(started, since), min(ended, until)))
     return spans

@@ -8,6 +8,7 @@ from sqlalchemy import update
 
 from gpuq.contract.states import JobStatus
 from service import jobs
+from service.store.reservation_tables import Reservation
 from service.store.tables import Job
 from service.usage import ledger
 from tests.conftest import command_spec
@@ -71,6 +72,33 @@ def test_usage_prints_a_row_per_owner_then_the_total(api, gpuq):
     assert code == 0, "the week before --until, not the week before now"
     month_ago = json.loads(out)
     assert [(r["owner"], r["gpu_hours"]) for r in month_ago["rows"]] == [("bo", 1.0)]
+
+
+def test_usage_shows_reserved_idle_hours_when_there_are_some(api, gpuq):
+    db = api.app.state.service.db
+    attempt(db, "bo", 5, 1, [0])
+    starts = datetime.now(UTC) - timedelta(hours=6)
+    with db.write() as session:  # as the reservations API stores one
+        session.add(
+            Reservation(
+                name="paper",
+                owner="ana",
+                users=["ana"],
+                gpu_indices=[0],
+                starts_at=starts,
+                ends_at=starts + timedelta(hours=3),
+            )
+        )
+    code, out, _ = gpuq("usage")
+    assert code == 0
+    _, header, *rows = out.splitlines()
+    assert header.split()[-2:] == ["RESERVED", "IDLE"]
+    # bo ran 1 h of ana's 3 h window: 2 GPU-hours booked and idle, against ana
+    assert [(r.split()[0], r.split()[-1]) for r in rows] == [
+        ("bo", "-"),
+        ("ana", "2.00"),
+        ("total", "2.00"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -67,16 +67,33 @@ def test_a_reservations_idle_hours_count_against_its_owner(team):
     api, db, who = team
     reserve(db, "ana", [0, 1], START, 4)  # 8 GPU-hours booked
     attempt(db, "bo", [0], START + HOUR, 1)  # one of them used
+    report = api.get("/v1/usage", headers=who["root"]).json()
+    assert report["total"]["reserved_idle_gpu_hours"] == pytest.approx(7)
+    assert idle(report, "owner", "ana") == pytest.approx(7)
+    assert idle(report, "owner", "bo") == 0
     attempt(db, "ana", [0], START + 1.5 * HOUR, 1)  # overlapping it: not counted twice
     report = api.get("/v1/usage", headers=who["root"]).json()
     assert report["total"]["reserved_idle_gpu_hours"] == pytest.approx(8 - 1.5)
     assert idle(report, "owner", "ana") == pytest.approx(6.5)
-    assert idle(report, "owner", "bo") == 0
     by_gpu = api.get("/v1/usage", params={"by": "gpu"}, headers=who["root"]).json()
     assert (idle(by_gpu, "gpu", 0), idle(by_gpu, "gpu", 1)) == pytest.approx((2.5, 4))
     # A member sees their own rows, and the team's total.
     mine = api.get("/v1/usage", headers=who["bo"]).json()
     assert [r["owner"] for r in mine["rows"]] == ["bo"] and idle(mine, "owner", "bo") == 0
+    assert mine["total"]["reserved_idle_gpu_hours"] == pytest.approx(6.5)
+    theirs = api.get("/v1/usage", params={"by": "gpu"}, headers=who["bo"]).json()
+    assert [r["reserved_idle_gpu_hours"] for r in theirs["rows"]] == [0, 0]
+    hers = api.get("/v1/usage", params={"by": "gpu"}, headers=who["ana"]).json()
+    assert [r["reserved_idle_gpu_hours"] for r in hers["rows"]] == pytest.approx([2.5, 4])
+
+
+def test_only_the_part_inside_the_period_counts(team):
+    api, db, who = team
+    reserve(db, "ana", [0, 1], START, 4)
+    attempt(db, "bo", [0], START, 3.5)  # before the period but for its first half hour
+    since = (START + 3 * HOUR).isoformat()
+    report = api.get("/v1/usage", params={"since": since}, headers=who["root"]).json()
+    assert idle(report, "owner", "ana") == pytest.approx(0.5 + 1)
 
 
 def test_released_early_counts_to_its_release_and_open_ones_to_now(team):
@@ -84,6 +101,8 @@ def test_released_early_counts_to_its_release_and_open_ones_to_now(team):
     reserve(db, "ana", [0], START, 10, released_at=START + 2 * HOUR, released_why="deleted")
     now = datetime.now(UTC)
     reserve(db, "bo", [1], now - 0.5 * HOUR, 3, name="demo")
+    # Deleted before it began: nothing was booked.
+    reserve(db, "ana", [1], START, 2, name="gone", released_at=START - HOUR)
     report = api.get("/v1/usage", headers=who["root"]).json()
     assert idle(report, "owner", "ana") == pytest.approx(2)
     assert idle(report, "owner", "bo") == pytest.approx(0.5, abs=0.01)
@@ -97,6 +116,12 @@ def test_by_day_across_midnight(team):
     days = {r["day"]: r["reserved_idle_gpu_hours"] for r in report["rows"]}
     assert days[(midnight - HOUR).date().isoformat()] == pytest.approx(3)
     assert days[midnight.date().isoformat()] == pytest.approx(2)
+    attempt(db, "bo", [0], midnight - HOUR, 2)  # an attempt of both days: used once
+    report = api.get("/v1/usage", params={"by": "day"}, headers=who["root"]).json()
+    days = {r["day"]: r["reserved_idle_gpu_hours"] for r in report["rows"]}
+    assert days[(midnight - HOUR).date().isoformat()] == pytest.approx(2)
+    assert days[midnight.date().isoformat()] == pytest.approx(1)
+    assert report["total"]["reserved_idle_gpu_hours"] == pytest.approx(3)
 
 
 def test_a_job_running_on_it_now_is_not_idle(client):
