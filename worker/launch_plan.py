@@ -143,6 +143,10 @@ def _working_folder(run: RunDir, command: dict[str, Any]) -> str:
     submitted from), in its `workdir`, or in its run folder."""
     if command.get("snapshot"):
         inside = run.code / command.get("snapshot_workdir", ".")
-        inside.mkdir(parents=True, exist_ok=True)  # a folder with no file of its own
+        try:
+            inside.mkdir(parents=True, exist_ok=True)  # a folder with no file of its own
+        except OSError as exc:  # a file of the snapshot's by that name, say
+            message = f"cannot run in the snapshot's {inside}: {exc}"
+            raise snapshot_copy.BadSnapshot(message) from exc
         return str(inside)
     return command.get("workdir") or str(run.path)

@@ -42,6 +42,7 @@ from gpuq.contract.nodes import (
 )
 from gpuq.contract.rundir import RunDir, write_json_atomic
 from worker.launch_plan import launch_plan
+from worker.snapshot_copy import BadSnapshot
 
 #: how long a node waits for the others to announce themselves
 RENDEZVOUS_TIMEOUT_S = 180.0
@@ -60,7 +61,11 @@ def main(argv: list[str]) -> int:
     except TimeoutError as exc:
         write_prefixed(prefix, f"gpuq: {exc}")
         return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
-    plan = launch_plan(run, on_node=True)
+    try:
+        plan = launch_plan(run, on_node=True)
+    except BadSnapshot as exc:
+        write_prefixed(prefix, f"gpuq: {exc}")
+        return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
     env = {**os.environ, **plan["env"], **world_environment(world, rank)}
     if rank > 0:
         env.update(scratch(run, rank))

@@ -30,7 +30,7 @@ def unpack(run: RunDir) -> None:
     try:
         with tarfile.open(run.snapshot, "r:") as tar:
             tar.extractall(partial, filter="tar")
-    except (tarfile.TarError, OSError) as exc:
+    except (tarfile.TarError, OSError, ValueError, UnicodeError, OverflowError) as exc:
         raise BadSnapshot(f"cannot unpack the job's snapshot: {exc}") from exc
     partial.rename(run.code)
     run.snapshot.unlink()

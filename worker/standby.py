@@ -23,6 +23,7 @@ from typing import Any
 from gpuq.contract.rundir import write_json_atomic
 from worker import runner
 from worker.launch_plan import launch_plan
+from worker.snapshot_copy import BadSnapshot
 
 WARM = (sys.executable, "-P", "-m", "worker.warm")
 #: how far a warming process steps back for running jobs (undone when it takes a job)
@@ -59,8 +60,11 @@ def serve_as_standby(control: socket.socket) -> int:
     control.close()
     worker.stdout.close()
     run = runner.become(request, keep=worker.stdin.fileno())
-    plan = launch_plan(run)
-    if plan["argv"][1:4] != ["-P", "-m", "worker.train"]:  # not a builtin job
+    try:
+        plan: dict[str, Any] | None = launch_plan(run)
+    except BadSnapshot:  # the runner's cold start says so, as the job's `never_started`
+        plan = None
+    if plan is None or plan["argv"][1:4] != ["-P", "-m", "worker.train"]:  # not builtin
         worker.kill()
         return runner.main(["worker.runner", str(run.path)])
     plan["warm_pid"] = worker.pid

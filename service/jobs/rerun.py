@@ -1,6 +1,7 @@
 """`rerun`: a job's spec, to submit again: the same program, data and settings, and the same
 snapshot (so the same code), with the caller's changes merged in (`{"resources": {"gpus":
-2}}` changes the GPUs and keeps the rest of `resources`)."""
+2}}` changes the GPUs and keeps the rest of `resources`); a sweep member's again with its
+parameters (`GPUQ_PARAM_<NAME>`), outside the sweep."""
 
 from typing import Any
 
@@ -16,9 +17,12 @@ from service.team.users import Caller
 NOT_AGAIN = ("depends_on", "not_before")
 
 
-def spec_again(db: Database, job_id: int, caller: Caller, changes: dict[str, Any]) -> JobSpec:
-    """Job `job_id`'s spec with `changes` merged in, for `caller` to submit: 403 unless it
-    is theirs (or they are an admin), 422 naming the field a change makes invalid."""
+def spec_again(
+    db: Database, job_id: int, caller: Caller, changes: dict[str, Any]
+) -> tuple[JobSpec, dict[str, Any] | None]:
+    """Job `job_id`'s spec with `changes` merged in, for `caller` to submit, and a sweep
+    member's parameters: 403 unless it is theirs (or they are an admin), 422 naming the
+    field a change makes invalid."""
     job = jobs.read_job(db, job_id)
     if not caller.manages(job["owner"]):
         raise Forbidden(
@@ -26,7 +30,7 @@ def spec_again(db: Database, job_id: int, caller: Caller, changes: dict[str, Any
         )
     spec = {k: v for k, v in job["spec"].items() if k not in NOT_AGAIN}
     try:
-        return JobSpec.model_validate(merged(spec, changes))
+        return JobSpec.model_validate(merged(spec, changes)), job.get("params")
     except ValidationError as exc:
         error = exc.errors()[0]
         raise Invalid(("body", *error["loc"]), error["msg"]) from None

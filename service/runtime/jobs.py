@@ -4,7 +4,7 @@ attempt's log and artifacts. Reads go straight to `service.jobs`."""
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from gpuq.contract.rundir import RunDir
 from gpuq.contract.spec import JobSpec
@@ -51,18 +51,29 @@ class Jobs:
         return self.submissions.submit(*self._submission(spec, caller, idempotency_key))
 
     async def submit_async(
-        self, spec: JobSpec, caller: Caller, idempotency_key: str | None = None
+        self,
+        spec: JobSpec,
+        caller: Caller,
+        idempotency_key: str | None = None,
+        params: dict[str, Any] | None = None,
     ) -> Stored:
         """`submit` on an event loop: the checks, which may read files, and the commit run
-        in the submissions' thread while the loop goes on."""
-        return await self.submissions.submit_async(*self._submission(spec, caller, idempotency_key))
+        in the submissions' thread while the loop goes on. `params`: a sweep member's, run
+        again (`GPUQ_PARAM_<NAME>`)."""
+        item = self._submission(spec, caller, idempotency_key, params)
+        return await self.submissions.submit_async(*item)
 
     def _submission(
-        self, spec: JobSpec, caller: Caller, idempotency_key: str | None
+        self,
+        spec: JobSpec,
+        caller: Caller,
+        idempotency_key: str | None,
+        params: dict[str, Any] | None = None,
     ) -> tuple[Submission, Callable[[], None]]:
         """What `caller` submits, and its checks."""
         defaults = self.checks.share_defaults
-        item = submission(spec, caller, idempotency_key, limits(self.settings), defaults)
+        rules = limits(self.settings)
+        item = submission(spec, caller, idempotency_key, rules, defaults, params=params)
         return item, partial(self.checks.check, spec, caller)
 
     def preview(self, spec: JobSpec, caller: Caller) -> Preview:

@@ -11,18 +11,22 @@ class SnapshotPublic(BaseModel):
     sha256: str = Field(description="The sha256 of the snapshot's tar: its name.")
     size: int = Field(description="The tar's size in bytes.")
     files: int = Field(description="The regular files in it.")
-    created_at: datetime = Field(description="When it was first stored.")
+    created_at: datetime = Field(
+        description="When you first stored it (for an admin reading another's: when anyone "
+        "first did). The same bytes stored by someone else before are never told apart."
+    )
     last_used_at: datetime | None = Field(
         description="When a job last started on it, or an owner last stored it; null: never."
     )
 
     @classmethod
-    def of(cls, row: StoredSnapshot) -> "SnapshotPublic":
+    def of(cls, row: StoredSnapshot, stored_at: datetime | None = None) -> "SnapshotPublic":
+        """`row` as seen by an owner who first stored it at `stored_at`."""
         return cls(
             sha256=row.sha256,
             size=row.size,
             files=row.files,
-            created_at=row.created_at,
+            created_at=stored_at or row.created_at,
             last_used_at=row.last_used_at,
         )
 

@@ -1,11 +1,12 @@
 """Who may see a snapshot, and what they see: its owners (the users who stored it) and
 admins read it; another member never does, not even whether it exists beyond a 403."""
 
+from datetime import datetime
 from typing import BinaryIO
 
 from sqlmodel import col, select
 
-from service.errors import Forbidden, NotFound
+from service.errors import NotFound
 from service.settings import Settings
 from service.snapshots.public import SnapshotListing, SnapshotPublic
 from service.snapshots.refusals import MIB
@@ -18,15 +19,18 @@ from service.store.snapshot_tables import SnapshotOwner, StoredSnapshot
 KEEP_ALIVE_S = 3600
 
 
-def readable_snapshot(db: Database, sha256: str, caller: str, *, admin: bool) -> StoredSnapshot:
-    """Snapshot `sha256`, for its owners and admins; NotFound, or Forbidden for others."""
+def readable_snapshot(
+    db: Database, sha256: str, caller: str, *, admin: bool
+) -> tuple[StoredSnapshot, datetime | None]:
+    """Snapshot `sha256` and when `caller` stored it, for its owners and admins; NotFound
+    for others in the words a snapshot nobody stored gets, so a member never learns
+    whether someone else stored it."""
     with db.read() as session:
         snapshot = session.get(StoredSnapshot, sha256)
-        if snapshot is None:
-            raise NotFound(f"no snapshot {sha256}")
-        if not admin and session.get(SnapshotOwner, (sha256, caller)) is None:
-            raise Forbidden(f"snapshot {sha256} is not {caller}'s: only who stored it may read it")
-        return snapshot
+        mine = session.get(SnapshotOwner, (sha256, caller))
+        if snapshot is None or (mine is None and not admin):
+            raise NotFound(f"you stored no snapshot {sha256}")
+        return snapshot, mine.added_at if mine else None
 
 
 def stored_for(db: Database, settings: Settings, sha256: str, owner: str) -> bool:
@@ -61,14 +65,14 @@ def snapshots_of(db: Database, settings: Settings, owner: str) -> SnapshotListin
     """`owner`'s snapshots, the most recently stored first, with what they hold in all."""
     with db.read() as session:
         rows = session.exec(
-            select(StoredSnapshot)
+            select(StoredSnapshot, SnapshotOwner.added_at)
             .join(SnapshotOwner, col(SnapshotOwner.sha256) == col(StoredSnapshot.sha256))
             .where(SnapshotOwner.owner == owner)
             .order_by(col(SnapshotOwner.added_at).desc(), col(StoredSnapshot.sha256))
         ).all()
         total = owned_bytes(session, owner)
     return SnapshotListing(
-        snapshots=[SnapshotPublic.of(row) for row in rows],
+        snapshots=[SnapshotPublic.of(row, stored_at) for row, stored_at in rows],
         total_bytes=total,
         quota_bytes=settings.snapshot_quota_mb * MIB,
     )

@@ -5,6 +5,7 @@ added as an owner."""
 import asyncio
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlmodel import Session
 
@@ -20,7 +21,10 @@ from service.store.snapshot_tables import SnapshotOwner, StoredSnapshot
 @dataclass(frozen=True)
 class Received:
     snapshot: StoredSnapshot
-    created: bool  #: False: those bytes were stored already
+    #: False: the caller had stored those bytes already (someone else's count as new: a
+    #: member never learns that another stored the same bytes)
+    created: bool
+    stored_at: datetime  #: when the caller first stored them
 
 
 async def receive_snapshot(
@@ -68,7 +72,7 @@ def _keep(
     with db.write() as session:
         # Under the write lock: the collector (`retention`) removes files under it too.
         snapshot = session.get(StoredSnapshot, sha256)
-        created = snapshot is None
+        new = snapshot is None
         if snapshot is None:
             snapshot = StoredSnapshot(
                 sha256=sha256,
@@ -78,15 +82,17 @@ def _keep(
             )
             session.add(snapshot)
             session.flush()  # before its owner's row, which refers to it
-        if session.get(SnapshotOwner, (sha256, owner)) is None:
+        mine = session.get(SnapshotOwner, (sha256, owner))
+        if mine is None:
             _check_quota(session, settings, owner, upload.size)
-            session.add(SnapshotOwner(sha256=sha256, owner=owner, added_at=now))
-        if not created:
+            mine = SnapshotOwner(sha256=sha256, owner=owner, added_at=now)
+            session.add(mine)
+        if not new:
             snapshot.last_used_at = now  # kept a while for the job about to name it
         final = path_of(settings, sha256)
-        if created or not final.exists():  # (its file lost: this upload brings it back)
+        if new or not final.exists():  # (its file lost: this upload brings it back)
             upload.place(final)
-    return Received(snapshot, created)
+        return Received(snapshot, mine.added_at == now, mine.added_at)
 
 
 def _check_quota(session: Session, settings: Settings, owner: str, size: int) -> None:

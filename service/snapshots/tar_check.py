@@ -26,7 +26,9 @@ def count_files(path: Path) -> int:
                 if problem is not None:
                     raise NotATar(f"snapshot member {member.name!r}: {problem}")
                 files += member.isfile()
-    except tarfile.TarError as exc:
+    # A crafted header (a pax `GNU.sparse.size=x`, a charset that does not decode) raises
+    # past TarError, from inside tarfile's own parsing.
+    except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as exc:
         raise NotATar(
             f"the body is not a readable tar ({exc}); send an uncompressed tar, "
             "Content-Type: application/x-tar"

@@ -86,11 +86,13 @@ async def rerun_job(
 ) -> Response:
     """Submits a job again: the same spec, so the same snapshot (the same code), data and
     settings, with `changes` merged in; its owner or an admin. It waits for nothing
-    (`depends_on` and `not_before` are not carried over)."""
-    spec = await asyncio.to_thread(rerun.spec_again, service.db, job_id, caller, changes or {})
+    (`depends_on` and `not_before` are not carried over); a sweep member's with its
+    parameters, as a job of its own."""
+    again = rerun.spec_again
+    spec, params = await asyncio.to_thread(again, service.db, job_id, caller, changes or {})
     if dry_run:
         return as_json(await asyncio.to_thread(service.jobs.preview, spec, caller))
-    stored = await service.jobs.submit_async(spec, caller, None)
+    stored = await service.jobs.submit_async(spec, caller, None, params=params)
     return as_json(JobPublic.of(stored.row), status.HTTP_201_CREATED)
 
 

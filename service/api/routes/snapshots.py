@@ -42,8 +42,7 @@ UPLOAD_ANSWERS: dict[int | str, dict[str, Any]] = {
     **documented(401),
 }
 READ_ANSWERS: dict[int | str, dict[str, Any]] = {
-    403: refused("Not a snapshot the caller stored (admins read every one)."),
-    404: refused("No such snapshot."),
+    404: refused("No snapshot the caller stored by that name (admins read every one)."),
     **documented(401),
 }
 TAR_BODY = {
@@ -72,9 +71,10 @@ async def upload_snapshot(
     ] = None,
 ) -> Response:
     """Stores a snapshot of a project (an uncompressed tar, Content-Type
-    `application/x-tar`), named by its sha256, for the caller: 201 when new, 200 when
-    those bytes were stored already (the caller then owns them too, and nothing more is
-    written). gpuq never unpacks it: members are checked by their headers alone."""
+    `application/x-tar`), named by its sha256, for the caller: 201 when new to them, 200
+    when they stored those bytes already. Bytes someone else stored are not written again:
+    the caller owns them too, and learns nothing of the other. gpuq never unpacks it:
+    members are checked by their headers alone."""
     length = request.headers.get("content-length")
     received = await receive_snapshot(
         service.db,
@@ -85,7 +85,7 @@ async def upload_snapshot(
         length=int(length) if length and length.isascii() and length.isdigit() else None,
     )
     answer = status.HTTP_201_CREATED if received.created else status.HTTP_200_OK
-    return as_json(SnapshotPublic.of(received.snapshot), answer)
+    return as_json(SnapshotPublic.of(received.snapshot, received.stored_at), answer)
 
 
 async def _request_body(request: Request) -> AsyncIterator[bytes]:
@@ -120,9 +120,10 @@ async def snapshot_is_stored(sha256: Sha256, service: ServiceDep, caller: Caller
 
 @router.get("/{sha256}", responses=READ_ANSWERS)
 def read_snapshot(sha256: Sha256, service: ServiceDep, caller: CallerDep) -> SnapshotPublic:
-    """A snapshot's record, for the users who stored it and admins (403 for others)."""
-    row = readable_snapshot(service.db, sha256, caller.name, admin=caller.admin)
-    return SnapshotPublic.of(row)
+    """A snapshot's record, for the users who stored it and admins (404 for others, as for
+    a snapshot nobody stored)."""
+    row, stored_at = readable_snapshot(service.db, sha256, caller.name, admin=caller.admin)
+    return SnapshotPublic.of(row, stored_at)
 
 
 @router.get(

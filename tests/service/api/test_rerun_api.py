@@ -55,6 +55,15 @@ def test_a_rerun_waits_for_nothing_the_first_one_waited_for(api):
     assert again["spec"]["depends_on"] == []
 
 
+def test_a_sweep_members_rerun_keeps_its_parameters_outside_the_sweep(api):
+    sweep = {**command_spec("print(1)", gpus=1), "sweep": {"parameters": {"lr": [0.1, 0.2]}}}
+    made = api.post("/v1/sweeps", json=sweep).json()
+    member = api.get(f"/v1/sweeps/{made['id']}").json()["members"][0]
+    again = api.post(f"/v1/jobs/{member['job_id']}/rerun").json()
+    assert again["params"] == member["params"]  # GPUQ_PARAM_LR comes with it
+    assert again["sweep_id"] is None and again["id"] != member["job_id"]
+
+
 def test_changes_merge_objects_and_replace_the_rest():
     spec = {"resources": {"gpus": 1, "memory_mb": 10}, "name": "a", "tags": [1]}
     assert merged(spec, {"resources": {"gpus": 2}, "name": "b", "tags": [2]}) == {

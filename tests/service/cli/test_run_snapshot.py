@@ -215,3 +215,15 @@ def test_gpuq_submit_snapshots_a_command_workdir_in_git(client, capsys, project,
     assert len(command["snapshot"]) == 64 and command["snapshot_workdir"] == "sub"
     code, out, err = gpuq(client, capsys, "submit", str(path), "--no-snapshot", "--json")
     assert json.loads(out)["spec"]["command"]["workdir"] == str(project / "sub")
+
+
+def test_a_working_folder_that_is_a_file_of_the_snapshot_never_starts_the_job(
+    client, capsys, project
+):
+    _, out, _ = gpuq(client, capsys, "run", "-d", "--", sys.executable, "train.py")
+    spec = client.get(f"/v1/jobs/{int(out)}").json()["spec"]
+    spec["command"]["snapshot_workdir"] = "sub/VERSION"  # a file, not a folder
+    job = client.post("/v1/jobs", json=spec).json()
+    job = wait_for(client, job["id"], ended, timeout_s=120)
+    assert (job["status"], job["reason"]) == ("failed", "launch_error")
+    assert "cannot run in the snapshot's" in job["message"] and "sub/VERSION" in job["message"]

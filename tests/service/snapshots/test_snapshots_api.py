@@ -79,10 +79,13 @@ def test_another_member_cannot_read_it_until_they_upload_the_same_bytes(team):
     assert api.get(f"/v1/snapshots/{digest}", headers=ana).status_code == 200
 
     assert api.head(f"/v1/snapshots/{digest}", headers=bo).status_code == 404
-    refused = api.get(f"/v1/snapshots/{digest}", headers=bo)
-    assert refused.status_code == 403
-    assert "not bo's" in refused.json()["detail"]
-    assert api.get(f"/v1/snapshots/{digest}/tar", headers=bo).status_code == 403
+    # Refused in the words a snapshot nobody stored gets: bo never learns ana stored it.
+    nobodys = "0" * 64
+    for path in (f"/v1/snapshots/{digest}", f"/v1/snapshots/{digest}/tar"):
+        refused = api.get(path, headers=bo)
+        unknown = api.get(path.replace(digest, nobodys), headers=bo)
+        assert refused.status_code == unknown.status_code == 404
+        assert refused.json()["detail"] == unknown.json()["detail"].replace(nobodys, digest)
     assert api.get("/v1/snapshots", headers=bo).json()["snapshots"] == []
 
     # An admin reads any; a HEAD says only whether the caller stored it.
@@ -90,7 +93,14 @@ def test_another_member_cannot_read_it_until_they_upload_the_same_bytes(team):
     assert api.get(f"/v1/snapshots/{digest}/tar", headers=root).content == PROJECT
     assert api.head(f"/v1/snapshots/{digest}", headers=root).status_code == 404
 
-    assert upload(api, tokens["bo"], PROJECT).status_code == 200
+    # bo's first upload of the same bytes reads as anyone's first: new, stored now.
+    bos = upload(api, tokens["bo"], PROJECT)
+    assert bos.status_code == 201
+    assert (
+        bos.json()["created_at"]
+        > api.get(f"/v1/snapshots/{digest}", headers=ana).json()["created_at"]
+    )
+    assert upload(api, tokens["bo"], PROJECT).status_code == 200  # bo's own, again
     assert api.head(f"/v1/snapshots/{digest}", headers=bo).status_code == 200
     tar = api.get(f"/v1/snapshots/{digest}/tar", headers=bo)
     assert (tar.status_code, tar.headers["content-type"]) == (200, "application/x-tar")
@@ -135,7 +145,10 @@ def test_an_empty_body_or_a_changed_one_or_not_a_tar_is_400(team, settings):
     gzipped = io.BytesIO()
     with tarfile.open(fileobj=gzipped, mode="w:gz") as tar:
         tar.addfile(tarfile.TarInfo("empty"))
-    for body in (b"not a tar at all" * 100, gzipped.getvalue(), PROJECT[:700]):
+    crafted = tarfile.TarInfo("sparse")  # a pax header tarfile's parser raises ValueError on
+    crafted.pax_headers = {"GNU.sparse.size": "x", "GNU.sparse.map": "1,2"}
+    bodies = (b"not a tar at all" * 100, gzipped.getvalue(), PROJECT[:700], make_tar({}, crafted))
+    for body in bodies:
         refused = upload(api, tokens["ana"], body)
         assert refused.status_code == 400, refused.text
         assert "not a readable tar" in refused.json()["detail"]
@@ -204,6 +217,7 @@ def test_past_the_quota_is_413_naming_the_setting_and_counts_once_per_owner(team
     assert "GPUQ_SNAPSHOT_QUOTA_MB (3 MiB)" in refused.json()["detail"]
     assert upload(api, tokens["ana"], one).status_code == 200, "owned already: no more quota"
     # Bo's quota is his own: the bytes ana stored count once against each.
+    assert upload(api, tokens["bo"], one).status_code == 201  # new to bo, as any first upload
     assert upload(api, tokens["bo"], one).status_code == 200
     assert upload(api, tokens["bo"], two).status_code == 413
     assert sorted(store_entries(settings)) == [f"{sha(one)}.tar"]
