@@ -8,17 +8,26 @@ from pydantic import Field
 from gpuq.contract.spec_fields import StrictModel
 
 SHA256 = r"^[0-9a-f]{64}$"
+#: printable text: no control characters (a terminal escape in a branch name would be
+#: printed as is by `gpuq show` to whoever looks at the job)
+PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"
 
 
 class Provenance(StrictModel):
     folder: str | None = Field(
-        None, max_length=4096, description="The folder it was submitted from, on that host."
+        None,
+        max_length=4096,
+        pattern=PRINTABLE,
+        description="The folder it was submitted from, on that host.",
     )
     git_commit: str | None = Field(
         None, pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$", description="git's HEAD commit."
     )
     git_branch: str | None = Field(
-        None, max_length=256, description="The branch checked out; null when detached."
+        None,
+        max_length=256,
+        pattern=PRINTABLE,
+        description="The branch checked out; null when detached.",
     )
     git_dirty: bool | None = Field(
         None, description="Whether the work tree differed from HEAD (edits or new files)."
@@ -27,11 +36,15 @@ class Provenance(StrictModel):
         None, pattern=SHA256, description="The sha256 of `git diff HEAD --binary`; null: clean."
     )
     python: str | None = Field(
-        None, max_length=512, description="The interpreter that submitted it, and its version."
+        None,
+        max_length=512,
+        pattern=PRINTABLE,
+        description="The interpreter that submitted it, and its version.",
     )
     lockfile: str | None = Field(
         None,
         max_length=4096,
+        pattern=PRINTABLE,
         description="The lock or requirements file found beside the code (its path in the "
         "snapshot), e.g. `uv.lock`, `requirements.txt`.",
     )

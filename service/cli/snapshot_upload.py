@@ -2,16 +2,17 @@
 unchanged tree uploads nothing), and named by the job in place of its folder, so edits
 after submit never reach it; with where the code came from (`provenance`).
 
-A program's argument that is a relative path out of the project (`--data ../data/x`) is
-made absolute: the job runs in its own copy, where `..` would mean something else, and
-data is never copied.
+A program's argument that is a relative path to something the snapshot does not hold (out
+of the project, `--data ../data/x`, or ignored by git, `--data data/x.npz`) is made
+absolute: the job runs in its own copy, where it would name nothing, and data is never
+copied.
 """
 
 import os
 import re
 import subprocess
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import typer
@@ -40,7 +41,7 @@ def with_snapshot(api: Client, spec: dict[str, Any], wanted: bool | None) -> dic
     by default when the folder is inside a git work tree, always with `wanted`, never
     with `wanted=False` (the spec unchanged)."""
     command = spec["command"]
-    folder = Path(command["workdir"])
+    folder = Path(command["workdir"]).resolve()  # as `collect` sees it, through any link
     if wanted is False:
         return spec
     project = snapshots.collect(folder, outside_git=wanted is True)
@@ -64,7 +65,7 @@ def with_snapshot(api: Client, spec: dict[str, Any], wanted: bool | None) -> dic
     new_command["snapshot_workdir"] = str(project.workdir)
     new_command["argv"] = [
         program_in(project, folder, command["argv"][0]),
-        *outside_made_absolute(command["argv"][1:], folder, project.root),
+        *outside_made_absolute(command["argv"][1:], folder, project),
     ]
     provenance = {
         **snapshots.provenance(project),
@@ -149,17 +150,24 @@ def program_in(project: snapshots.Project, folder: Path, program: str) -> str:
     return relative if "/" in relative else f"./{relative}"
 
 
-def outside_made_absolute(args: list[str], folder: Path, root: Path) -> list[str]:
-    """`args`, with each that names an existing path out of `root` relative to `folder`
-    (`../data/x`, `--data=../data/x`) made absolute."""
-    return [_absolute_if_outside(arg, folder, root) for arg in args]
+def outside_made_absolute(
+    args: list[str], folder: Path, project: snapshots.Project
+) -> list[str]:
+    """`args`, with each that names an existing path, relative to `folder`, that the
+    snapshot does not hold (`../data/x`, `--data=../data/x`, a file git ignores) made
+    absolute."""
+    held = set(project.files)
+    held.update(str(parent) for f in project.files for parent in PurePosixPath(f).parents)
+    return [_absolute_unless_held(arg, folder, project.root, held) for arg in args]
 
 
-def _absolute_if_outside(arg: str, folder: Path, root: Path) -> str:
+def _absolute_unless_held(arg: str, folder: Path, root: Path, held: set[str]) -> str:
     option, equals, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
     if not value or os.path.isabs(value) or (arg.startswith("-") and not equals):
         return arg
     path = Path(os.path.normpath(folder / value))
-    if not os.path.lexists(path) or path == root or root in path.parents:
+    if not os.path.lexists(path):
+        return arg
+    if path == root or (root in path.parents and path.relative_to(root).as_posix() in held):
         return arg
     return f"{option}{equals}{path}"

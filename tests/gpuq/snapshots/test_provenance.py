@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from gpuq.contract.provenance import Provenance
 from gpuq.snapshots import collect, provenance
 from gpuq.snapshots.files import Project
@@ -84,3 +87,12 @@ def test_the_lock_file_the_most_exact_kind_first_the_working_folder_first(tmp_pa
     (repo / "requirements.txt").unlink()
     assert provenance(project_at(repo / "app"))["lockfile"] == "app/pyproject.toml"
     assert provenance(project_at(repo))["lockfile"] is None
+
+
+@pytest.mark.parametrize("field", ["folder", "git_branch", "python", "lockfile"])
+@pytest.mark.parametrize("control", ["\x1b[2J", "\n", "\x00", "\x9b31m", "\x7f"])
+def test_provenance_text_refuses_control_characters(field, control):
+    # `gpuq show` prints it to whoever looks at the job: no terminal escapes in it
+    with pytest.raises(ValidationError, match=field):
+        Provenance.model_validate({field: f"main{control}"})
+    assert getattr(Provenance.model_validate({field: "main é/ü 1"}), field) == "main é/ü 1"

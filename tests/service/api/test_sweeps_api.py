@@ -3,7 +3,8 @@
 
 import pytest
 
-from tests.conftest import command_spec, job_spec, serving
+from service.team import users
+from tests.conftest import command_spec, ended, job_spec, serving, wait_for
 
 GRID = {"parameters": {"keras.learning_rate": [0.01, 0.001], "keras.batch_size": [32, 64]}}
 
@@ -131,3 +132,36 @@ def test_each_member_gets_the_sites_default_cores_and_host_memory(settings):
             (2, 2048, 1, 2048),
             (2, 4096, 2, 4096),
         }
+
+
+def test_an_admins_rerun_of_a_sweep_is_the_owners_held_as_the_sweep_is(client):
+    db = client.app.state.service.db
+    ana, root = users.add_user(db, "ana"), users.add_user(db, "root", admin=True)
+    as_ana, as_root = ({"Authorization": f"Bearer {t}"} for t in (ana, root))
+    # x=1 fails; x=2 runs on; x=3 waits behind it (one at a time), so the sweep can be held.
+    code = "import os, time; x = os.environ['GPUQ_PARAM_X']; time.sleep(0 if x == '1' else 30)"
+    code += "; raise SystemExit(x == '1')"
+    sweep = {"parameters": {"x": [1, 2, 3]}, "max_parallel": 1}
+    made = client.post(
+        "/v1/sweeps", json={**command_spec(code, gpus=0), "sweep": sweep}, headers=as_ana
+    ).json()
+    members = client.get(f"/v1/sweeps/{made['id']}", headers=as_ana).json()["members"]
+    (member,) = (m for m in members if m["params"] == {"x": 1})
+    client.headers.update(as_ana)  # for wait_for's reads
+    wait_for(client, member["job_id"], ended)
+    assert client.post(f"/v1/sweeps/{made['id']}/hold", headers=as_ana).status_code == 200
+
+    again = client.post(f"/v1/sweeps/{made['id']}/rerun", headers=as_root)
+    assert again.status_code == 201, again.text
+    (new,) = (
+        m
+        for m in again.json()["members"]
+        if m["params"] == {"x": 1} and m["job_id"] != member["job_id"]
+    )
+    job = client.get(f"/v1/jobs/{new['job_id']}", headers=as_ana).json()
+    assert (job["owner"], job["held"], job["params"]) == ("ana", True, {"x": 1})
+
+    assert client.post(f"/v1/sweeps/{made['id']}/cancel", headers=as_ana).status_code == 202
+    cancelled = client.post(f"/v1/sweeps/{made['id']}/rerun", headers=as_root)
+    assert cancelled.status_code == 409
+    assert "was cancelled by ana" in cancelled.json()["detail"]

@@ -3,6 +3,7 @@ uploaded once, unpacked into the job's own copy; then `gpuq rerun` runs that cod
 `gpuq diff` shows what changed. A real scheduler on simulated GPUs, real git, real jobs."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -227,3 +228,27 @@ def test_a_working_folder_that_is_a_file_of_the_snapshot_never_starts_the_job(
     job = wait_for(client, job["id"], ended, timeout_s=120)
     assert (job["status"], job["reason"]) == ("failed", "launch_error")
     assert "cannot run in the snapshot's" in job["message"] and "sub/VERSION" in job["message"]
+
+
+def test_an_argument_naming_what_the_snapshot_leaves_out_is_made_absolute(
+    client, capsys, project, tmp_path
+):
+    # big.ckpt is ignored by git: the copy lacks it, so the job is told where it really is.
+    # train.py and VERSION are in the snapshot: they stay relative, read from the copy.
+    code, out, err = gpuq(client, capsys, "run", "-d", "--", sys.executable, "train.py",
+                          "--ckpt=big.ckpt", "VERSION", "--out", "not-there-yet")  # fmt: skip
+    assert code == 0, err
+    argv = client.get(f"/v1/jobs/{int(out)}").json()["spec"]["command"]["argv"]
+    ignored = str(project / "sub" / "big.ckpt")
+    assert argv[1:] == ["train.py", f"--ckpt={ignored}", "VERSION", "--out", "not-there-yet"]
+
+    # From the project's folder reached through a link: the same snapshot, not none.
+    link = tmp_path / "link"
+    link.symlink_to(project / "sub")
+    code, out, err = gpuq(client, capsys, "run", "-d", "--", sys.executable, "train.py")
+    first = client.get(f"/v1/jobs/{int(out)}").json()["spec"]["command"]
+    os.chdir(link)
+    code, out, err = gpuq(client, capsys, "run", "-d", "--", sys.executable, "train.py")
+    assert code == 0, err
+    through = client.get(f"/v1/jobs/{int(out)}").json()["spec"]["command"]
+    assert through["snapshot"] == first["snapshot"] and through["snapshot_workdir"] == "sub"
