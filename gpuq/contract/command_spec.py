@@ -6,7 +6,13 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from gpuq.contract.spec_fields import HostPath, StrictModel, check_host_path, empty_dict
+from gpuq.contract.spec_fields import (
+    SHA256,
+    HostPath,
+    StrictModel,
+    check_host_path,
+    empty_dict,
+)
 
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_GPU_ALLOCATOR")
 
@@ -25,7 +31,7 @@ class CommandSpec(StrictModel):
     )
     snapshot: str | None = Field(
         None,
-        pattern=r"^[0-9a-f]{64}$",
+        pattern=SHA256,
         description="The sha256 of a snapshot of the project (`POST /v1/snapshots`) that its "
         "owner stored: the job runs in its own unpacked copy of it, not in the folder it "
         "came from, so later edits there never reach it.",

@@ -5,9 +5,8 @@ and it is shown as theirs."""
 
 from pydantic import Field
 
-from gpuq.contract.spec_fields import StrictModel
+from gpuq.contract.spec_fields import SHA256, StrictModel
 
-SHA256 = r"^[0-9a-f]{64}$"
 #: printable text: no control characters (a terminal escape in a branch name would be
 #: printed as is by `gpuq show` to whoever looks at the job)
 PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"

@@ -13,6 +13,8 @@ from pydantic import (
     Field,
 )
 
+#: a sha256 as gpuq writes one: 64 lowercase hex digits (snapshots, diffs, lock files)
+SHA256 = r"^[0-9a-f]{64}$"
 MAX_GPUS = 64
 #: the most machines one job may span (`resources.nodes`)
 MAX_NODES = 64

@@ -18,7 +18,8 @@ from typing import Annotated, Any
 import typer
 
 from gpuq import snapshots
-from gpuq.http import ApiError, Client
+from gpuq.client import Gpuq
+from gpuq.http import Client
 from service.cli.options import note
 
 SnapshotFlag = Annotated[
@@ -117,20 +118,10 @@ def max_mb() -> int:
 
 def _upload_unless_held(api: Client, sha256: str, tar: Path) -> bool:
     """Uploads the tar unless the server holds it for us already; whether it uploaded."""
-    try:
-        api.request("HEAD", f"/v1/snapshots/{sha256}")
+    gq = Gpuq(http=api)
+    if gq.has_snapshot(sha256):
         return False
-    except ApiError as exc:
-        if exc.status_code != 404:
-            raise
-    with tar.open("rb") as body:
-        api.request(
-            "POST",
-            "/v1/snapshots",
-            content=body,
-            params={"sha256": sha256},
-            headers={"Content-Type": "application/x-tar"},
-        )
+    gq.upload_snapshot(tar, sha256)
     return True
 
 
@@ -150,9 +141,7 @@ def program_in(project: snapshots.Project, folder: Path, program: str) -> str:
     return relative if "/" in relative else f"./{relative}"
 
 
-def outside_made_absolute(
-    args: list[str], folder: Path, project: snapshots.Project
-) -> list[str]:
+def outside_made_absolute(args: list[str], folder: Path, project: snapshots.Project) -> list[str]:
     """`args`, with each that names an existing path, relative to `folder`, that the
     snapshot does not hold (`../data/x`, `--data=../data/x`, a file git ignores) made
     absolute."""

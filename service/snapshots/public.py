@@ -16,7 +16,8 @@ class SnapshotPublic(BaseModel):
         "first did). The same bytes stored by someone else before are never told apart."
     )
     last_used_at: datetime | None = Field(
-        description="When a job last started on it, or an owner last stored it; null: never."
+        description="When an owner last stored it or asked whether it is stored; null: "
+        "never. Jobs that name it keep it too: retention reads them."
     )
 
     @classmethod

@@ -53,10 +53,18 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
     # One write transaction: an upload places its file under the same lock, so the bytes
     # it brings back are never removed after it recorded them.
     with db.write() as session:
-        still = select(StoredSnapshot.sha256).where(
-            last_used < since, col(StoredSnapshot.sha256).in_(sorted(unused))
-        )
-        gone = sorted(set(session.exec(still).all()) - named_since(session, newest))
+        candidates = sorted(unused)
+        still: set[str] = set()
+        for start in range(0, len(candidates), BATCH):
+            batch = candidates[start : start + BATCH]
+            still.update(
+                session.exec(
+                    select(StoredSnapshot.sha256).where(
+                        last_used < since, col(StoredSnapshot.sha256).in_(batch)
+                    )
+                ).all()
+            )
+        gone = sorted(still - named_since(session, newest))
         for start in range(0, len(gone), BATCH):
             batch = gone[start : start + BATCH]
             session.exec(delete(SnapshotOwner).where(col(SnapshotOwner.sha256).in_(batch)))

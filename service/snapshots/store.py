@@ -4,8 +4,8 @@ Each snapshot is one tar, `<home>/snapshots/<sha256>.tar`, named by the sha256 o
 in a folder only gpuq's account can enter (0700; the files 0600). gpuq never unpacks it:
 a job's start copies the tar into the job's run folder (`path_of`), and the job's runner
 unpacks it there as the job's owner. A job may name only a snapshot its owner stored
-(`owns`); a job that starts on one marks it used (`touch`), which keeps it past
-GPUQ_SNAPSHOT_RETENTION_DAYS (`retention`).
+(`owns`). Jobs that name one keep it past GPUQ_SNAPSHOT_RETENTION_DAYS (`retention` reads
+their specs), as does an owner asking for it before a submit (`touch`).
 """
 
 import os
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select, update
 
+from gpuq.contract.spec_fields import SHA256 as SHA256_PATTERN
 from service.errors import Unavailable
 from service.settings import Settings
 from service.store.db import Database, utcnow
@@ -24,7 +25,7 @@ from service.store.snapshot_tables import SnapshotOwner, StoredSnapshot
 FOLDER = "snapshots"
 FOLDER_MODE = 0o700
 #: a snapshot's name: the sha256 of its tar, in lowercase hex
-SHA256 = re.compile(r"[0-9a-f]{64}")
+SHA256 = re.compile(SHA256_PATTERN)
 
 
 def folder_of(where: Settings | Path) -> Path:
@@ -60,7 +61,8 @@ def owns(db: Database, owner: str, sha256: str) -> bool:
 
 
 def touch(db: Database, sha256: str, at: datetime | None = None) -> None:
-    """Marks snapshot `sha256` used at `at` (default now): a job started on it."""
+    """Marks snapshot `sha256` used at `at` (default now): an owner asked for it, to name
+    it in the job they submit next (jobs themselves keep it through their specs)."""
     with db.write() as session:
         session.exec(
             update(StoredSnapshot)

@@ -18,7 +18,8 @@ class StoredSnapshot(SQLModel, table=True):
     size: int = Field(sa_type=BigInteger)  #: the tar's bytes
     files: int  #: the regular files in it
     created_at: datetime = utc_field(default_factory=utcnow)
-    #: when a job last started on it, or an owner last stored or asked for it; None: never
+    #: when an owner last stored or asked for it; None: never (jobs that name it keep it
+    #: through their specs: `service.snapshots.retention`)
     last_used_at: datetime | None = utc_field(default=None)
 
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from gpuq.contract.spec_fields import SHA256
 from service.api.deps import CallerDep, ServiceDep
 from service.api.errors import Detail, documented
 from service.api.serialized import as_json
@@ -20,7 +21,6 @@ from service.snapshots.refusals import NotATar
 
 router = APIRouter(prefix="/v1/snapshots", tags=["snapshots"])
 
-SHA256 = r"^[0-9a-f]{64}$"
 Sha256 = Annotated[
     str, Path(pattern=SHA256, description="The snapshot's sha256: 64 lowercase hex digits.")
 ]
