@@ -81,7 +81,7 @@ deploy-tools:
 TEST_WORKERS ?= 2
 
 test: lint chromium slurm postgresql deploy-tools
-	$(BIN)/pytest --numprocesses=$(TEST_WORKERS) --durations=20
+	$(BIN)/pytest --numprocesses=$(TEST_WORKERS) --durations=40
 
 # The inner loop (under 2 minutes on 2 cores): `make lint`, then the tests that train
 # nothing and start no cluster, container or PostgreSQL (`make test` runs those too: the
