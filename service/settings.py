@@ -354,6 +354,7 @@ OTHER_VARIABLES = frozenset(
     {
         "GPUQ_URL",
         "GPUQ_TOKEN",
+        "GPUQ_MCP_SECRET",  # `gpuq mcp --http`'s: service/cli/agent/loopback.py
         "GPUQ_JOB_ID",
         "GPUQ_ATTEMPT",
         "GPUQ_RUN_DIR",

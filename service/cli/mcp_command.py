@@ -15,7 +15,9 @@ def mcp(
     http: Annotated[
         bool,
         typer.Option(
-            "--http", help="Serve streamable HTTP on 127.0.0.1 (at /mcp) instead of stdio."
+            "--http",
+            help="Serve streamable HTTP on 127.0.0.1 (at /mcp) instead of stdio; each "
+            "request needs `Authorization: Bearer` GPUQ_MCP_SECRET (made and printed if unset).",
         ),
     ] = False,
     port: Annotated[int, typer.Option(min=1, max=65535, help="With --http: the port.")] = 8765,
@@ -32,8 +34,13 @@ def mcp(
         note(f"cannot serve agents: {exc}")
         raise typer.Exit(1) from None
     server = build_server(gq, me)
-    if http:
-        note(f"MCP for {me.name} at http://127.0.0.1:{port}/mcp")
-        server.run("streamable-http", host="127.0.0.1", port=port)
-    else:
+    if not http:
         server.run("stdio")
+        return
+    from service.cli.agent.loopback import secret_from, serve_http
+
+    secret, made = secret_from()
+    note(f"MCP for {me.name} at http://127.0.0.1:{port}/mcp")
+    if made:  # printed once: the agent client's config takes it as a header
+        note(f"send the header: Authorization: Bearer {secret}")
+    serve_http(server, port, secret)

@@ -13,10 +13,12 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import mcp_types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.server import GPUQ, Server, free_port
 
@@ -309,27 +311,42 @@ def test_malformed_arguments_are_tool_errors_and_the_server_goes_on(box: Box) ->
     assert tools == len(MEMBER_TOOLS)  # the same server still answers
 
 
-def test_gpuq_mcp_serves_streamable_http_on_loopback(box: Box) -> None:
+def test_gpuq_mcp_serves_streamable_http_on_loopback_to_the_holder_of_its_secret(
+    box: Box,
+) -> None:
     port = free_port()
     env = {**box.server.env, "GPUQ_TOKEN": box.tokens["bo"]}
+    env.pop("GPUQ_MCP_SECRET", None)
     proc = subprocess.Popen(
         [*GPUQ, "mcp", "--http", "--port", str(port)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
     )
     try:
+        assert proc.stderr is not None
+        said = [proc.stderr.readline(), proc.stderr.readline()]
+        assert said[0].strip() == f"gpuq: MCP for bo at http://127.0.0.1:{port}/mcp"
+        header = said[1].strip().removeprefix("gpuq: send the header: ")
+        name, _, value = header.partition(": ")
+        assert name == "Authorization" and value.startswith("Bearer ")
+        url = f"http://127.0.0.1:{port}/mcp"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                # Another account on the box, without the secret: refused, told nothing.
+                refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
                 break
             except httpx.TransportError:
                 time.sleep(0.2)
+        assert refused.status_code == 401 and "Bearer" in refused.text
 
         async def scenario() -> set[str]:
-            async with Client(f"http://127.0.0.1:{port}/mcp") as mcp:
+            with_secret = httpx2.AsyncClient(headers={"Authorization": value})
+            transport = streamable_http_client(url, http_client=with_secret)
+            async with with_secret, Client(transport) as mcp:
                 return {t.name for t in (await mcp.list_tools()).tools}
 
         assert anyio.run(scenario) == MEMBER_TOOLS
