@@ -453,8 +453,9 @@ def test_a_snapshot_is_unpacked_as_its_owner_and_is_hers_alone(team, accounts, t
         spec["command"]["argv"] = [sys.executable, "train.py"]
         bobs = client.post("/v1/jobs", json=spec, headers=bearer(tokens["bob"]))
         assert bobs.status_code == 422 and "snapshot" in bobs.text
+        # as a snapshot nobody stored: bob never learns that ana stored it
         assert (
-            client.get(f"/v1/snapshots/{sha}/tar", headers=bearer(tokens["bob"])).status_code == 403
+            client.get(f"/v1/snapshots/{sha}/tar", headers=bearer(tokens["bob"])).status_code == 404
         )
         job_id = client.post("/v1/jobs", json=spec, headers=bearer(tokens["ana"])).json()["id"]
         job = wait_for(client, job_id, ended)

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: how often followed jobs are looked at
 INTERVAL_S = 1.0
+#: the most resources followed at once: each costs an API call a second
+MAX_FOLLOWED = 64
 
 Marker = tuple[Any, ...]
 
@@ -52,8 +54,11 @@ class Follower:
     async def follow(self, uri: str) -> None:
         """Starts following `uri` from how it is now; refused (`MCPError`) if it is not a
         job's resource, or the user may not read it."""
-        if uri not in self.seen:
-            self.seen[uri] = await anyio.to_thread.run_sync(self.marker, uri)
+        if uri in self.seen:
+            return
+        if len(self.seen) >= MAX_FOLLOWED:
+            raise MCPError(INVALID_PARAMS, f"{uri}: {MAX_FOLLOWED} resources are followed already")
+        self.seen[uri] = await anyio.to_thread.run_sync(self.marker, uri)
 
     def marker(self, uri: str) -> Marker:
         """What changes when the resource does: the log's size, or the job's revision."""
