@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuq.http import Client
-from service.cli import run_spec, sweeps, units
+from service.cli import run_spec, units
 from service.cli.snapshot_upload import with_snapshot
 
 SweepValue = str | int | float | bool
@@ -110,18 +110,12 @@ def spec_of(run: CommandRun) -> dict[str, Any]:
         )
     except run_spec.BadOption as exc:
         raise ValueError(f"{_argument(exc.option)}: {exc}") from None
-    if run.sweep:
-        values = [f"{k}={','.join(str(v) for v in vs)}" for k, vs in run.sweep.items()]
-        try:
-            spec["sweep"] = sweeps.sweep_section(
-                values,
-                max_parallel=run.max_parallel,
-                metric=run.metric,
-                mode=run.mode,
-                early_stopping=run.early_stopping,
-            )
-        except ValueError as exc:
-            raise ValueError(f"sweep: {exc}") from None
+    if run.sweep:  # typed values, as given: no list written out and read back
+        spec["sweep"] = {"parameters": run.sweep, "mode": run.mode}
+        optional = {"max_parallel": run.max_parallel, "metric": run.metric}
+        spec["sweep"] |= {k: v for k, v in optional.items() if v is not None}
+        if run.early_stopping:
+            spec["sweep"]["early_stopping"] = {"rule": "median"}
     return spec
 
 
