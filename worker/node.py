@@ -58,12 +58,8 @@ def main(argv: list[str]) -> int:
     ports = [HeldPort() for _ in range(2 if rank == 0 else 1)]
     try:
         world = rendezvous(run, rank, nodes, node, ports)
-    except TimeoutError as exc:
-        write_prefixed(prefix, f"gpuq: {exc}")
-        return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
-    try:
         plan = launch_plan(run, on_node=True)
-    except BadSnapshot as exc:
+    except (TimeoutError, BadSnapshot) as exc:
         write_prefixed(prefix, f"gpuq: {exc}")
         return record_end(run, NodeEnd(rank, node, 1, None, time.time(), signals.reached))
     env = {**os.environ, **plan["env"], **world_environment(world, rank)}

@@ -66,7 +66,7 @@ def with_snapshot(api: Client, spec: dict[str, Any], wanted: bool | None) -> dic
     new_command["snapshot_workdir"] = str(project.workdir)
     new_command["argv"] = [
         program_in(project, folder, command["argv"][0]),
-        *outside_made_absolute(command["argv"][1:], folder, project),
+        *unheld_made_absolute(command["argv"][1:], folder, project),
     ]
     provenance = {
         **snapshots.provenance(project),
@@ -141,7 +141,7 @@ def program_in(project: snapshots.Project, folder: Path, program: str) -> str:
     return relative if "/" in relative else f"./{relative}"
 
 
-def outside_made_absolute(args: list[str], folder: Path, project: snapshots.Project) -> list[str]:
+def unheld_made_absolute(args: list[str], folder: Path, project: snapshots.Project) -> list[str]:
     """`args`, with each that names an existing path, relative to `folder`, that the
     snapshot does not hold (`../data/x`, `--data=../data/x`, a file git ignores) made
     absolute."""

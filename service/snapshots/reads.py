@@ -1,5 +1,6 @@
 """Who may see a snapshot, and what they see: its owners (the users who stored it) and
-admins read it; another member never does, not even whether it exists beyond a 403."""
+admins read it; another member never does, nor learns whether it exists: their 404 is the
+one a snapshot nobody stored gets."""
 
 from datetime import datetime
 from typing import BinaryIO

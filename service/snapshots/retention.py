@@ -10,7 +10,7 @@ minute after it starts and hourly after that.
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,10 +53,8 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
     # One write transaction: an upload places its file under the same lock, so the bytes
     # it brings back are never removed after it recorded them.
     with db.write() as session:
-        candidates = sorted(unused)
         still: set[str] = set()
-        for start in range(0, len(candidates), BATCH):
-            batch = candidates[start : start + BATCH]
+        for batch in _batches(sorted(unused)):
             still.update(
                 session.exec(
                     select(StoredSnapshot.sha256).where(
@@ -65,8 +63,7 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
                 ).all()
             )
         gone = sorted(still - named_since(session, newest))
-        for start in range(0, len(gone), BATCH):
-            batch = gone[start : start + BATCH]
+        for batch in _batches(gone):
             session.exec(delete(SnapshotOwner).where(col(SnapshotOwner.sha256).in_(batch)))
             session.exec(delete(StoredSnapshot).where(col(StoredSnapshot.sha256).in_(batch)))
         for sha256 in gone:
@@ -75,6 +72,12 @@ def collect_garbage(db: Database, settings: Settings, now: datetime) -> list[str
     if gone:
         log.info("removed %d snapshot(s) no job used since %s", len(gone), since.isoformat())
     return gone
+
+
+def _batches(names: list[str]) -> Iterator[list[str]]:
+    """`names` a `BATCH` at a time: one statement's parameters each."""
+    for start in range(0, len(names), BATCH):
+        yield names[start : start + BATCH]
 
 
 def _named(session: Session, *where: Any) -> set[str]:
