@@ -52,7 +52,7 @@ def job_spec(**overrides: Any) -> dict[str, Any]:
     return spec
 
 
-#: `make test` runs the suite in three pytest-xdist workers (`TEST_WORKERS`). A file's
+#: `make test` runs the suite in two pytest-xdist workers (`TEST_WORKERS`). A file's
 #: tests run in one worker, one after another, so that its module fixtures start once; so
 #: do these folders' and files' together, whose session fixtures are worth starting once:
 #: a Slurm cluster, a Docker daemon and its wheels, one trained job (tests/e2e/conftest.py's
